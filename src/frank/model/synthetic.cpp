@@ -1,0 +1,116 @@
+#include "frank/model/synthetic.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <numbers>
+#include <random>
+
+#include "frank/core/error.h"
+
+namespace frank::model {
+namespace {
+
+// Normal deviates by Box-Muller from the raw 64-bit stream (std::normal_distribution is not the
+// same on every standard library).
+class Gaussian {
+ public:
+  explicit Gaussian(uint64_t seed) : rng_(seed) {}
+  float operator()() {
+    const double u1 = (static_cast<double>(rng_() >> 11) + 0.5) * 0x1.0p-53;
+    const double u2 = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  }
+  uint64_t bits() { return rng_(); }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+float role_sample(WeightRole role, const std::vector<int64_t>& shape, Gaussian& g) {
+  const float in = static_cast<float>(shape.back());
+  switch (role) {
+    case WeightRole::Linear: return g() / std::sqrt(in);
+    case WeightRole::Embedding: return g();
+    case WeightRole::NormWeight: return 1.0f + 0.1f * g();
+    case WeightRole::HcFn: return g() / std::sqrt(in);
+    case WeightRole::HcBase: return 0.5f * g();
+    case WeightRole::HcScale: return 1.0f + 0.2f * g();
+    case WeightRole::Sink: return g();
+    case WeightRole::PositionBias: return 0.5f * g();
+    case WeightRole::SelectionBias: return 0.1f * g();
+  }
+  return 0.0f;
+}
+
+}  // namespace
+
+std::vector<std::string> synthetic_names() { return {"tiny"}; }
+
+ModelConfig synthetic_config(const std::string& name) {
+  if (name != "tiny")
+    throw Error(fmt::format("unknown synthetic model '{}' (available: tiny)", name));
+  ModelConfig c;
+  c.vocab_size = 256;
+  c.hidden_size = 64;
+  c.num_layers = 6;
+  c.num_heads = 4;
+  c.head_dim = 32;
+  c.rope_dim = 8;
+  c.q_lora_rank = 32;
+  c.o_groups = 2;
+  c.o_lora_rank = 16;
+  c.n_routed_experts = 8;
+  c.experts_per_token = 2;
+  c.moe_intermediate_size = 32;
+  c.sliding_window = 8;
+  c.index_n_heads = 16;
+  c.index_head_dim = 16;
+  c.index_topk = 4;
+  c.hc_mult = 4;
+  c.hc_sinkhorn_iters = 20;
+  c.routed_scaling_factor = 1.5f;
+  c.max_position_embeddings = 1048576;
+  c.num_nextn_predict_layers = 0;
+  c.rope_main = RopeSpec{10000.0};
+  c.rope_compress = RopeSpec{160000.0, true, 16.0, 65536, 32.0, 1.0};
+  using K = AttentionKind;
+  c.attention = {K::Sliding, K::Sliding, K::CompressedSparse, K::HeavilyCompressed, K::CompressedSparse,
+                 K::HeavilyCompressed};
+  c.compress_ratio = {0, 0, 4, 16, 4, 16};
+  c.hash_routed = {true, true, true, false, false, false};
+  return c;
+}
+
+ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {
+  ModelWeights w;
+  Gaussian g(seed);
+  for_each_weight(c, w, [&](const WeightSlot& slot) {
+    *slot.dst = Tensor(slot.shape);
+    for (auto& v : slot.dst->data) v = role_sample(slot.role, slot.shape, g);
+  });
+  // Hash layers: each token gets experts_per_token distinct experts.
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!c.hash_routed[l]) continue;
+    auto& table = w.layers[l].moe.tid2eid;
+    for (int t = 0; t < c.vocab_size; ++t) {
+      std::vector<int32_t> experts(c.n_routed_experts);
+      for (int e = 0; e < c.n_routed_experts; ++e) experts[e] = e;
+      for (int i = 0; i < c.experts_per_token; ++i) {
+        const auto j = i + static_cast<int>(g.bits() % static_cast<uint64_t>(c.n_routed_experts - i));
+        std::swap(experts[i], experts[j]);
+        table.push_back(experts[i]);
+      }
+    }
+  }
+  return w;
+}
+
+LoadedModel synthetic_model(const std::string& name, uint64_t seed) {
+  LoadedModel m;
+  m.config = synthetic_config(name);
+  m.weights = random_weights(m.config, seed);
+  return m;
+}
+
+}  // namespace frank::model

@@ -1,0 +1,26 @@
+#pragma once
+// Synthetic models: a DeepSeek-V4 config and random weights built in memory, deterministic from
+// a seed. They exercise every code path without a checkpoint (the embedded default model); their
+// words are random.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "frank/model/loader.h"
+
+namespace frank::model {
+
+// Names accepted by --synthetic.
+std::vector<std::string> synthetic_names();
+
+// "tiny": 6 layers (2 sliding, 2 CSA, 2 HCA), hidden 64, vocab 256, 8 experts, 3 hash layers.
+// Throws frank::Error for an unknown name.
+ModelConfig synthetic_config(const std::string& name);
+
+// Random weights for `config`: linear weights ~ N(0, 1/in), norms near 1, live sinks, biases,
+// position biases and hash tables. The same seed gives the same weights on every platform.
+ModelWeights random_weights(const ModelConfig& config, uint64_t seed);
+
+LoadedModel synthetic_model(const std::string& name, uint64_t seed);
+
+}  // namespace frank::model

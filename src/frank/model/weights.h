@@ -1,0 +1,88 @@
+#pragma once
+// ModelWeights: every tensor of a DeepSeek-V4 model, in fp32, grouped as the forward pass uses
+// them. Shapes follow the checkpoint (Linear weights are [out, in]).
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frank/core/tensor.h"
+#include "frank/model/config.h"
+
+namespace frank::model {
+
+// mHC mapping of one site: fn [(2+N)*N, N*D], base [(2+N)*N], scale [3].
+struct HyperConnectionWeights {
+  Tensor fn, base, scale;
+};
+
+// A compressor pools `ratio` tokens into one entry. The CSA kind ("overlapping") projects to two
+// halves (Ca, Cb) of `dim` each; the HCA kind to one half.
+struct CompressorWeights {
+  Tensor kv_proj, gate_proj;  // [halves*dim, hidden]
+  Tensor position_bias;       // [ratio, halves*dim]
+  Tensor norm;                // [dim]
+};
+
+struct IndexerWeights {
+  CompressorWeights compressor;  // overlapping, dim = index_head_dim
+  Tensor q_b_proj;               // [index_n_heads*index_head_dim, q_lora_rank]
+  Tensor weights_proj;           // [index_n_heads, hidden]
+};
+
+struct AttentionWeights {
+  Tensor q_a_proj, q_a_norm, q_b_proj;  // [q_lora, hidden], [q_lora], [heads*head_dim, q_lora]
+  Tensor kv_proj, kv_norm;              // [head_dim, hidden], [head_dim]
+  Tensor o_a_proj;                      // [o_groups*o_lora, heads*head_dim/o_groups]
+  Tensor o_b_proj;                      // [hidden, o_groups*o_lora]
+  Tensor sinks;                         // [heads]
+  std::optional<CompressorWeights> compressor;  // CSA and HCA layers
+  std::optional<IndexerWeights> indexer;        // CSA layers
+};
+
+// SwiGLU expert: gate = w1 [I, hidden], up = w3 [I, hidden], down = w2 [hidden, I].
+struct ExpertWeights {
+  Tensor gate, up, down;
+};
+
+struct MoeWeights {
+  Tensor router;                 // [experts, hidden]
+  Tensor selection_bias;         // [experts], scored layers only: biases the choice, not the weights
+  std::vector<int32_t> tid2eid;  // [vocab, experts_per_token], hash layers only
+  std::vector<ExpertWeights> experts;
+  ExpertWeights shared;
+};
+
+struct LayerWeights {
+  Tensor attn_norm, ffn_norm;
+  HyperConnectionWeights attn_hc, ffn_hc;
+  AttentionWeights attn;
+  MoeWeights moe;
+};
+
+struct ModelWeights {
+  Tensor embed;  // [vocab, hidden]
+  Tensor head;   // [vocab, hidden]
+  Tensor norm;   // [hidden]
+  HyperConnectionWeights hc_head;  // fn [N, N*D], base [N], scale [1]
+  std::vector<LayerWeights> layers;
+};
+
+// What a weight is, for initialisers that need to know (synthetic models).
+enum class WeightRole { Linear, Embedding, NormWeight, HcFn, HcBase, HcScale, Sink, PositionBias, SelectionBias };
+
+// One fp32 weight of the model: its official checkpoint name, shape and destination.
+struct WeightSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  WeightRole role;
+  Tensor* dst;
+};
+
+// Lays out `w` for `config` (sizes the per-layer vectors, sets up missing optional parts; existing
+// values are kept, so it also walks a filled model) and calls `visit`
+// once per fp32 tensor, experts included. tid2eid tables are not fp32 and are not visited.
+void for_each_weight(const ModelConfig& config, ModelWeights& w, const std::function<void(const WeightSlot&)>& visit);
+
+}  // namespace frank::model
