@@ -1,0 +1,54 @@
+#include "model_source.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <iostream>
+
+#include "frank/core/error.h"
+#include "frank/model/loader.h"
+#include "frank/model/synthetic.h"
+
+namespace frank::cli {
+
+void ModelSource::add_options(CLI::App& app) {
+  auto* model = app.add_option("--model", model_dir, "checkpoint directory (config.json + safetensors)");
+  app.add_option("--synthetic", synthetic, "random-weight model built in memory: tiny (the default without --model)")
+      ->excludes(model);
+  app.add_option("--synthetic-seed", seed, "seed of the synthetic weights")->capture_default_str();
+  app.add_option("--backend", backend, "compute backend: cpu")->capture_default_str();
+}
+
+std::unique_ptr<engine::Model> ModelSource::load() const {
+  if (backend != "cpu")
+    throw Error(fmt::format("backend '{}' is not available in this build (available: cpu)", backend));
+  model::LoadedModel m = model_dir.empty() ? model::synthetic_model(synthetic.empty() ? "tiny" : synthetic, seed)
+                                           : model::load_model(model_dir);
+  if (!m.unused_tensors.empty()) {
+    std::cerr << fmt::format("warning: {} checkpoint tensor(s) were not used, e.g. '{}'\n", m.unused_tensors.size(),
+                             m.unused_tensors.front());
+  }
+  return std::make_unique<engine::Model>(std::move(m.config), std::move(m.weights));
+}
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const char* first = text.data() + begin;
+    const char* last = text.data() + end;
+    int32_t id = 0;
+    auto [ptr, ec] = std::from_chars(first, last, id);
+    if (first == last || ec != std::errc() || ptr != last || id < 0)
+      throw Error(fmt::format("--ids: '{}' is not a non-negative integer (expected e.g. 5,17,3)",
+                              std::string(first, last)));
+    ids.push_back(id);
+    begin = end + 1;
+  }
+  return ids;
+}
+
+std::string format_ids(const std::vector<int32_t>& ids) { return fmt::format("{}", fmt::join(ids, ",")); }
+
+}  // namespace frank::cli

@@ -1,0 +1,29 @@
+#pragma once
+// Reference CPU ops in fp32. Dot products accumulate in double: the reference should sit closer to
+// the exact math than any fp32 implementation it judges, so its own rounding never decides a test.
+#include <cstdint>
+#include <span>
+
+#include "frank/core/tensor.h"
+
+namespace frank::cpu {
+
+double dot(const float* a, const float* b, int64_t n);
+
+// y[t, :] = W · x[t, :] for t < n; W is [out, in] row-major, x is [n, in], y is [n, out].
+void linear(const float* x, int64_t n, const Tensor& w, float* y);
+Tensor linear(const Tensor& x, const Tensor& w);
+
+// x <- x * rsqrt(mean(x^2) + eps) [* weight], as transformers' (Unweighted)RMSNorm: normalise,
+// then scale by the weight.
+void rms_norm(float* x, int64_t n, const float* weight, float eps);
+
+// Softmax over n values in place (max-subtracted).
+void softmax(float* x, int64_t n);
+
+float sigmoid(float x);
+float silu(float x);
+// torch's softplus with beta 1 and threshold 20: x above 20 is returned as is.
+float softplus(float x);
+
+}  // namespace frank::cpu

@@ -1,0 +1,45 @@
+#pragma once
+// DeepSeek-V4 attention (dsv4-model.md §4-5): one shared K=V head, low-rank queries with a per-head
+// RMS norm, partial RoPE, a per-head sink logit, a sliding window of raw rows plus (CSA/HCA) the
+// compressed entries, inverse RoPE on the output and a grouped output projection.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "frank/core/tensor.h"
+#include "frank/engine/compressor.h"
+#include "frank/engine/rope.h"
+#include "frank/engine/session.h"
+#include "frank/model/config.h"
+#include "frank/model/weights.h"
+
+namespace frank::engine {
+
+// o = sum_j p_j k_j with p = softmax over [q·k_j * scale ..., sink] without the sink column: the sink
+// takes part in the max and the normaliser and then absorbs its share of probability.
+void attend_with_sink(const float* q, const std::vector<const float*>& keys, float sink, int dim, float scale,
+                      float* out);
+
+class Attention {
+ public:
+  Attention(const model::ModelConfig& c, const model::AttentionWeights& w, int layer, const RopeTable& main_rope,
+            const RopeTable& compress_rope);
+
+  // x: [n, hidden] (the attention input, after input_layernorm) for the n tokens at positions
+  // state-relative `start` .. start+n-1, consumed in order. Returns [n, hidden].
+  Tensor forward(const Tensor& x, int64_t start, LayerState& state) const;
+
+ private:
+  // The compressed entries token `pos` attends besides its window (HCA: all; CSA: the indexer's pick).
+  std::vector<const float*> compressed_keys(const LayerState& state, const float* index_q, const float* index_w) const;
+  Tensor grouped_output(const Tensor& heads) const;
+
+  const model::ModelConfig& c_;
+  const model::AttentionWeights& w_;
+  model::AttentionKind kind_;
+  const RopeTable& rope_;
+  std::optional<Compressor> compressor_;
+  std::optional<Compressor> index_compressor_;
+};
+
+}  // namespace frank::engine

@@ -1,0 +1,84 @@
+#include "frank/engine/model.h"
+
+#include <fmt/format.h>
+
+#include "frank/core/error.h"
+#include "frank/cpu/ops.h"
+#include "frank/engine/hyper_connection.h"
+#include "frank/engine/moe.h"
+
+namespace frank::engine {
+namespace {
+
+// One mHC site over a chunk: collapse each token's streams with `pre`, normalise, run the sublayer
+// on all tokens, then write its output back into the streams through `post` and `comb`.
+template <typename Sublayer>
+void hc_site(const model::ModelConfig& c, const model::HyperConnectionWeights& hc, const Tensor& norm, Tensor& streams,
+             Sublayer&& sublayer) {
+  const int64_t n = streams.rows();
+  const int D = c.hidden_size;
+  std::vector<HyperConnectionMix> mixes;
+  Tensor input({n, int64_t{D}});
+  for (int64_t t = 0; t < n; ++t) {
+    mixes.push_back(hc_mapping(c, hc, streams.row(t)));
+    collapse_streams(streams.row(t), mixes.back().pre, D, input.row(t));
+    cpu::rms_norm(input.row(t), D, norm.data.data(), c.rms_norm_eps);
+  }
+  const Tensor output = sublayer(input);
+  for (int64_t t = 0; t < n; ++t) hc_expand(mixes[t], output.row(t), D, streams.row(t));
+}
+
+}  // namespace
+
+Model::Model(model::ModelConfig config, model::ModelWeights weights)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      main_rope_(config_.rope_main, config_.rope_dim),
+      compress_rope_(config_.rope_compress, config_.rope_dim) {
+  attention_.reserve(config_.num_layers);
+  for (int l = 0; l < config_.num_layers; ++l)
+    attention_.emplace_back(config_, weights_.layers[l].attn, l, main_rope_, compress_rope_);
+}
+
+void Model::validate(const Session& session, std::span<const int32_t> ids) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= config_.vocab_size)
+      throw Error(fmt::format("token id {} (at index {}) is outside the vocabulary [0, {})", ids[i], i,
+                              config_.vocab_size));
+  if (session.position + static_cast<int64_t>(ids.size()) > config_.max_position_embeddings)
+    throw Error(fmt::format("sequence of {} tokens exceeds max_position_embeddings ({})",
+                            session.position + static_cast<int64_t>(ids.size()), config_.max_position_embeddings));
+  if (session.layers.size() != static_cast<size_t>(config_.num_layers))
+    throw Error("session was made for a different model");
+}
+
+Tensor Model::forward(Session& session, std::span<const int32_t> ids) const {
+  validate(session, ids);
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int D = c.hidden_size, N = c.hc_mult;
+  const std::vector<int32_t> tokens(ids.begin(), ids.end());
+
+  // Every stream starts as the token embedding.
+  Tensor streams({n, int64_t{N} * D});
+  for (int64_t t = 0; t < n; ++t)
+    for (int j = 0; j < N; ++j) std::copy_n(weights_.embed.row(ids[t]), D, streams.row(t) + int64_t{j} * D);
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const auto& L = weights_.layers[l];
+    hc_site(c, L.attn_hc, L.attn_norm, streams,
+            [&](const Tensor& x) { return attention_[l].forward(x, session.position, session.layers[l]); });
+    hc_site(c, L.ffn_hc, L.ffn_norm, streams,
+            [&](const Tensor& x) { return moe_forward(c, L.moe, c.hash_routed[l], x, tokens); });
+  }
+
+  Tensor hidden({n, int64_t{D}});
+  for (int64_t t = 0; t < n; ++t) {
+    hyper_head(c, weights_.hc_head, streams.row(t), hidden.row(t));
+    cpu::rms_norm(hidden.row(t), D, weights_.norm.data.data(), c.rms_norm_eps);
+  }
+  session.position += n;
+  return cpu::linear(hidden, weights_.head);
+}
+
+}  // namespace frank::engine

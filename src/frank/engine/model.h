@@ -1,0 +1,44 @@
+#pragma once
+// Model: the DeepSeek-V4 forward pass, written once over explicit session state. A call consumes
+// a chunk of tokens at the session's next positions and returns their logits, so full-sequence,
+// chunked prefill and one-token decode are the same code path with different chunk sizes.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "frank/core/tensor.h"
+#include "frank/engine/attention.h"
+#include "frank/engine/rope.h"
+#include "frank/engine/session.h"
+#include "frank/model/config.h"
+#include "frank/model/weights.h"
+
+namespace frank::engine {
+
+class Model {
+ public:
+  Model(model::ModelConfig config, model::ModelWeights weights);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const model::ModelConfig& config() const { return config_; }
+  const model::ModelWeights& weights() const { return weights_; }
+  const RopeTable& main_rope() const { return main_rope_; }
+  const RopeTable& compress_rope() const { return compress_rope_; }
+  Session new_session() const { return Session(config_); }
+
+  // Logits [ids.size(), vocab] for `ids` at positions session.position ...; advances the session.
+  // Throws frank::Error (leaving the session untouched) for ids outside the vocabulary or a
+  // sequence longer than max_position_embeddings.
+  Tensor forward(Session& session, std::span<const int32_t> ids) const;
+
+ private:
+  void validate(const Session& session, std::span<const int32_t> ids) const;
+
+  model::ModelConfig config_;
+  model::ModelWeights weights_;
+  RopeTable main_rope_, compress_rope_;
+  std::vector<Attention> attention_;
+};
+
+}  // namespace frank::engine

@@ -1,0 +1,26 @@
+#pragma once
+// Session: all per-request state of the forward pass, explicit so it can be inspected, copied
+// (checkpoints) and rolled back later. A session consumes tokens strictly in order.
+#include <cstdint>
+#include <vector>
+
+#include "frank/engine/compressor.h"
+#include "frank/model/config.h"
+
+namespace frank::engine {
+
+struct LayerState {
+  // Ring of the last `sliding_window` K=V rows (post-norm, post-RoPE): token t sits in row t % window.
+  std::vector<float> window;
+  CompressorState compressor;  // CSA and HCA layers
+  CompressorState indexer;     // CSA layers: the indexer's own compressor (its entries are the index keys)
+};
+
+struct Session {
+  explicit Session(const model::ModelConfig& c);
+
+  int64_t position = 0;  // tokens consumed so far = position of the next token
+  std::vector<LayerState> layers;
+};
+
+}  // namespace frank::engine
