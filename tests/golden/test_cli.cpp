@@ -1,0 +1,161 @@
+// The `frank` binary as scripts and later tests call it: the logits/generate contract, and bad
+// input that must end in a clear error and a non-zero exit, never a crash.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "../unit/safetensors_test_util.h"
+#include "fixture.h"
+
+namespace frank::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+  std::string last_line() const {
+    auto end = output.find_last_not_of('\n');
+    auto start = output.rfind('\n', end);
+    return output.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+  }
+};
+
+Result frank(const std::string& args) {
+  const std::string cmd = std::string(FRANK_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+std::string join_ids(const std::vector<int32_t>& ids, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+TEST(Cli, LogitsContractIncremental) {
+  const Fixture f = load_fixture(fixture_root() / "tiny-v4");
+  TempDir tmp;
+  const auto out = tmp / "logits.f32";
+  const auto r = frank(fmt::format("logits --model {} --ids {} --mode incremental --prefill 41 --out {}", f.dir.string(),
+                                   join_ids(f.ids, f.ids.size()), out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.last_line(), fmt::format("shape {} {}", f.ids.size(), f.vocab));
+  std::vector<float> got(f.logits.size());
+  std::ifstream in(out, std::ios::binary);
+  in.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
+  ASSERT_TRUE(in && in.peek() == EOF) << "logits file has the wrong size";
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::abs(got[i] - f.logits[i]), 1e-4 * std::max(1.0f, std::abs(f.logits[i]))) << "logit " << i;
+}
+
+TEST(Cli, GreedyGenerateStartsWithTransformersArgmax) {
+  const Fixture f = load_fixture(fixture_root() / "tiny-v4");
+  const size_t prompt = 30;
+  const auto r = frank(fmt::format("generate --model {} --ids {} --max-tokens 5 --ignore-eos", f.dir.string(),
+                                   join_ids(f.ids, prompt)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const float* row = f.logits.data() + (prompt - 1) * f.vocab;
+  const auto best = std::max_element(row, row + f.vocab) - row;
+  const std::string line = r.last_line();
+  EXPECT_THAT(line, ::testing::StartsWith(std::to_string(best) + ","));
+  EXPECT_EQ(std::count(line.begin(), line.end(), ','), 4) << line;
+}
+
+TEST(Cli, EmbeddedDefaultModelRunsWithoutCheckpoint) {
+  const auto r = frank("generate --max-tokens 4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto sampled = frank("generate --max-tokens 4 --temperature 0.8 --top-p 0.9 --seed 3");
+  EXPECT_EQ(sampled.exit_code, 0) << sampled.output;
+  EXPECT_EQ(sampled.last_line(), frank("generate --max-tokens 4 --temperature 0.8 --top-p 0.9 --seed 3").last_line());
+}
+
+void expect_error(const std::string& args, const std::string& fragment) {
+  const auto r = frank(args);
+  EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+  EXPECT_THAT(r.output, HasSubstr("error: ")) << args;
+  EXPECT_THAT(r.output, HasSubstr(fragment)) << args;
+}
+
+TEST(Cli, BadArgumentsGiveClearErrors) {
+  TempDir tmp;
+  const auto out = (tmp / "x.f32").string();
+  expect_error("logits --ids 1,999 --out " + out, "token id 999 (at index 1) is outside the vocabulary [0, 256)");
+  expect_error("logits --ids 1,,3 --out " + out, "'' is not a non-negative integer");
+  expect_error("logits --ids 1,-3 --out " + out, "'-3' is not a non-negative integer");
+  expect_error("logits --ids 1,2 --mode chunked:0 --out " + out, "unknown mode 'chunked:0'");
+  expect_error("logits --ids 1,2 --mode full --prefill 1 --out " + out, "--prefill applies to --mode incremental");
+  expect_error("logits --ids 1 --backend cuda --out " + out, "backend 'cuda' is not available");
+  expect_error("generate --synthetic huge", "unknown synthetic model 'huge'");
+  expect_error("generate --temperature -1", "temperature must be");
+  expect_error("logits --model " + (tmp / "nowhere").string() + " --ids 1 --out " + out, "nowhere");
+}
+
+// Copies a fixture and lets the test break one file of the copy.
+std::filesystem::path broken_copy(const TempDir& tmp, const std::string& fixture) {
+  const auto dst = tmp / "model";
+  std::filesystem::copy(fixture_root() / fixture, dst);
+  return dst;
+}
+
+std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(Cli, BrokenCheckpointsGiveClearErrors) {
+  const std::string args = " --ids 1,2,3 --out /dev/null";
+  {
+    TempDir tmp;
+    const auto dir = broken_copy(tmp, "tiny-v4");
+    const auto bytes = read_all(dir / "model.safetensors");
+    write_file(dir / "model.safetensors", bytes.substr(0, bytes.size() / 2));
+    expect_error("logits --model " + dir.string() + args, "model.safetensors");
+  }
+  {
+    TempDir tmp;
+    const auto dir = broken_copy(tmp, "tiny-v4");
+    write_file(dir / "model.safetensors", std::string("\xff\xff\xff\x00\x00\x00\x00\x00{}", 10));
+    expect_error("logits --model " + dir.string() + args, "header");
+  }
+  {
+    TempDir tmp;
+    const auto dir = broken_copy(tmp, "tiny-v4");
+    std::filesystem::remove(dir / "model.safetensors");
+    std::filesystem::remove(dir / "ops.safetensors");
+    expect_error("logits --model " + dir.string() + args, "safetensors");
+  }
+  {
+    TempDir tmp;
+    const auto dir = broken_copy(tmp, "tiny-v4");
+    std::filesystem::remove(dir / "config.json");
+    expect_error("logits --model " + dir.string() + args, "config.json");
+  }
+  {
+    TempDir tmp;
+    const auto dir = broken_copy(tmp, "tiny-v4-modnames-sharded");
+    std::filesystem::remove(dir / "model-00002-of-00002.safetensors");
+    expect_error("logits --model " + dir.string() + args, "model-00002-of-00002.safetensors");
+  }
+  {
+    TempDir tmp;
+    const auto dir = broken_copy(tmp, "tiny-v4");
+    auto config = read_all(dir / "config.json");
+    config.replace(config.find("deepseek_v4"), 11, "qwen3_moe");
+    write_file(dir / "config.json", config);
+    expect_error("logits --model " + dir.string() + args, "unknown model_type 'qwen3_moe'");
+  }
+}
+
+}  // namespace
+}  // namespace frank::test
