@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <sstream>
 #include <span>
@@ -14,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frank/core/error.h"
+#include "frank/core/tensor.h"
 
 namespace frank::model {
 namespace {
@@ -54,17 +54,13 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
 
   Checkpoint ck;
   ck.dir_ = dir;
-  // Each shard is opened once and remembered by file name; `on_new` runs before the first open.
-  std::map<std::string, std::size_t> shard_index;
-  const auto open_shard = [&](const std::string& file, const auto& on_new) {
-    auto [it, inserted] = shard_index.emplace(file, ck.files_.size());
-    if (inserted) {
-      on_new();
-      ck.files_.push_back(SafetensorsFile::open(dir / file));
-    }
+  // Each shard is opened (mapped and header-parsed) once, however many tensors it holds.
+  std::map<std::string, std::size_t> shard_index;  // file name -> index into ck.files_
+  const auto open_shard = [&](const std::string& file) {
+    const auto [it, inserted] = shard_index.emplace(file, ck.files_.size());
+    if (inserted) ck.files_.push_back(SafetensorsFile::open(dir / file));
     return it->second;
   };
-  const auto nothing = [] {};
 
   const fs::path index_path = dir / kIndexName;
   if (fs::exists(index_path, ec)) {
@@ -81,10 +77,9 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
       if (shard.empty() || fs::path(shard).is_absolute())
         throw Error(fmt::format("index file '{}': invalid shard name '{}' for tensor '{}'", index_path.string(),
                                 shard, name));
-      const std::size_t i = open_shard(shard, [&] {
-        if (!fs::is_regular_file(dir / shard, ec))
-          throw Error(fmt::format("shard '{}' listed in index file '{}' does not exist", shard, index_path.string()));
-      });
+      if (shard_index.count(shard) == 0 && !fs::is_regular_file(dir / shard, ec))
+        throw Error(fmt::format("shard '{}' listed in index file '{}' does not exist", shard, index_path.string()));
+      const std::size_t i = open_shard(shard);
       if (ck.files_[i].tensors().count(name) == 0)
         throw Error(fmt::format("tensor '{}' is listed in index file '{}' for shard '{}' but is not in that shard",
                                 name, index_path.string(), shard));
@@ -107,7 +102,7 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
     throw Error(fmt::format("checkpoint directory '{}' contains no .safetensors files", dir.string()));
 
   for (const std::string& file : files) {
-    const std::size_t i = open_shard(file, nothing);
+    const std::size_t i = open_shard(file);
     for (const auto& [name, _] : ck.files_[i].tensors()) {
       auto [it, inserted] = ck.where_.emplace(name, i);
       // Without an index nothing says which copy is authoritative, so refuse to guess.
@@ -140,7 +135,7 @@ Checkpoint::Located Checkpoint::locate(const std::string& name, const std::vecto
   const SafetensorsFile& file = files_[where_.at(name)];
   if (info->shape != expected_shape)
     throw Error(fmt::format("tensor '{}' in '{}' has shape {}, expected {}", name, file.path().string(),
-                            format_shape(info->shape), format_shape(expected_shape)));
+                            shape_string(info->shape), shape_string(expected_shape)));
   return {&file, info};
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frank/core/error.h"
+#include "frank/core/tensor.h"
 
 namespace frank::model {
 namespace {
@@ -110,7 +111,7 @@ class HeaderParser {
       if (!want) fail_tensor(name, "byte size overflows");
       if (*want != t.end - t.begin)
         fail_tensor(name, fmt::format("data_offsets span {} bytes but shape {} of {} needs {} bytes",
-                                      t.end - t.begin, format_shape(t.shape), t.dtype_name, *want));
+                                      t.end - t.begin, shape_string(t.shape), t.dtype_name, *want));
     }
     return t;
   }
@@ -137,12 +138,6 @@ class HeaderParser {
 };
 
 }  // namespace
-
-std::string format_shape(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", shape[i]);
-  return s + "]";
-}
 
 int64_t TensorInfo::numel() const {
   int64_t n = 1;

@@ -27,8 +27,6 @@ struct TensorInfo {
   int64_t numel() const;
 };
 
-// "[2, 3]" — for error messages.
-std::string format_shape(const std::vector<int64_t>& shape);
 
 class SafetensorsFile {
  public:
