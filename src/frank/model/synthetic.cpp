@@ -45,13 +45,14 @@ float role_sample(WeightRole role, const std::vector<int64_t>& shape, Gaussian& 
 
 }  // namespace
 
-std::vector<std::string> synthetic_names() { return {"tiny"}; }
+std::vector<std::string> synthetic_names() { return {"tiny", "tiny-chat"}; }
 
 ModelConfig synthetic_config(const std::string& name) {
-  if (name != "tiny")
-    throw Error(fmt::format("unknown synthetic model '{}' (available: tiny)", name));
+  if (name != "tiny" && name != "tiny-chat")
+    throw Error(fmt::format("unknown synthetic model '{}' (available: tiny, tiny-chat)", name));
   ModelConfig c;
-  c.vocab_size = 256;
+  // tiny-chat has DeepSeek-V4's real vocabulary, so the real tokenizer and chat encoding work on it.
+  c.vocab_size = name == "tiny-chat" ? 129280 : 256;
   c.hidden_size = 64;
   c.num_layers = 6;
   c.num_heads = 4;
