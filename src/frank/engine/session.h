@@ -17,6 +17,7 @@ struct LayerState {
 };
 
 struct Session {
+  Session() = default;
   explicit Session(const model::ModelConfig& c);
 
   int64_t position = 0;  // tokens consumed so far = position of the next token
