@@ -135,7 +135,7 @@ TEST_F(OpsGolden, AttentionLayersOfEveryKind) {
 TEST_F(OpsGolden, CompressedEntriesAndIndexerKeys) {
   // Entry 0 pools window 0 with the empty previous-window slots; every later entry pools a closing
   // window with the previous window's Ca half. Fed token by token, as decode does.
-  const int hd = config().head_dim, dI = config().index_head_dim;
+  const int hd = config().head_dim;
   for (int layer : {2, 3, 4}) {
     const Tensor in = read_tensor(fmt::format("layer.{}.self_attn.in", layer), {S(), config().hidden_size});
     engine::Attention attention(config(), model_->weights().layers[layer].attn, layer, model_->main_rope(),

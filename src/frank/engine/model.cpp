@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "frank/core/error.h"
+#include "frank/core/sha256.h"
 #include "frank/cpu/ops.h"
 #include "frank/engine/hyper_connection.h"
 #include "frank/engine/moe.h"
@@ -28,6 +31,24 @@ void hc_site(const model::ModelConfig& c, const model::HyperConnectionWeights& h
   for (int64_t t = 0; t < n; ++t) hc_expand(mixes[t], output.row(t), D, streams.row(t));
 }
 
+// SHA-256 over the layer schedule, every weight's name and shape, and up to 64 evenly spaced values
+// of each weight: cheap at load time, and two different checkpoints practically never collide.
+std::string fingerprint_of(const model::ModelConfig& c, model::ModelWeights& w) {
+  std::string text = fmt::format("{} v{} d{} L{} H{}x{} r{} E{}k{} W{}", c.model_type, c.vocab_size, c.hidden_size,
+                                 c.num_layers, c.num_heads, c.head_dim, c.rope_dim, c.n_routed_experts,
+                                 c.experts_per_token, c.sliding_window);
+  for (int l = 0; l < c.num_layers; ++l) text += fmt::format(" {}:{}", c.compress_ratio[l], int{c.hash_routed[l]});
+  model::for_each_weight(c, w, [&](const model::WeightSlot& slot) {
+    text += slot.name + shape_string(slot.shape);
+    const auto& d = slot.dst->data;
+    const size_t step = std::max<size_t>(1, d.size() / 64);
+    for (size_t i = 0; i < d.size(); i += step) text.append(reinterpret_cast<const char*>(&d[i]), sizeof(float));
+  });
+  for (const auto& layer : w.layers)
+    text.append(reinterpret_cast<const char*>(layer.moe.tid2eid.data()), layer.moe.tid2eid.size() * sizeof(int32_t));
+  return sha256_hex(text);
+}
+
 }  // namespace
 
 Model::Model(model::ModelConfig config, model::ModelWeights weights)
@@ -38,6 +59,7 @@ Model::Model(model::ModelConfig config, model::ModelWeights weights)
   attention_.reserve(config_.num_layers);
   for (int l = 0; l < config_.num_layers; ++l)
     attention_.emplace_back(config_, weights_.layers[l].attn, l, main_rope_, compress_rope_);
+  fingerprint_ = fingerprint_of(config_, weights_);
 }
 
 void Model::validate(const Session& session, std::span<const int32_t> ids) const {

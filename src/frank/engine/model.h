@@ -4,6 +4,7 @@
 // chunked prefill and one-token decode are the same code path with different chunk sizes.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "frank/core/tensor.h"
@@ -26,6 +27,9 @@ class Model {
   const RopeTable& main_rope() const { return main_rope_; }
   const RopeTable& compress_rope() const { return compress_rope_; }
   Session new_session() const { return Session(config_); }
+  // Identifies the model (config and a sample of every weight): state saved for one model is
+  // never loaded into another.
+  const std::string& fingerprint() const { return fingerprint_; }
 
   // Logits [ids.size(), vocab] for `ids` at positions session.position ...; advances the session.
   // Throws frank::Error (leaving the session untouched) for ids outside the vocabulary or a
@@ -39,6 +43,7 @@ class Model {
   model::ModelWeights weights_;
   RopeTable main_rope_, compress_rope_;
   std::vector<Attention> attention_;
+  std::string fingerprint_;
 };
 
 }  // namespace frank::engine
