@@ -1,0 +1,35 @@
+#pragma once
+// Portable random numbers for the lab. std::uniform_int_distribution is implementation-defined
+// (libstdc++ and libc++ give different values), so every draw that must be reproducible elsewhere
+// goes through these few documented lines instead.
+#include <cstdint>
+
+namespace frank::lab {
+
+// An integer uniform in [0, n), n >= 1, from a source of uniform 64-bit words, without modulo bias: words at
+// or above the largest multiple of n below 2^64 are rejected and drawn again.
+template <class Next>
+uint64_t uniform_below(uint64_t n, Next&& next_word) {
+  const uint64_t limit = UINT64_MAX - (UINT64_MAX % n + 1) % n;  // last accepted word; 2^64 mod n rejected
+  for (;;) {
+    const uint64_t word = next_word();
+    if (word <= limit) return word % n;
+  }
+}
+
+// SplitMix64 (Steele, Lea & Flood 2014): a fast generator for Monte Carlo resampling.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t operator()() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace frank::lab
