@@ -1,0 +1,184 @@
+// Indexer top-k kernels (contract in topk.cuh; the selection itself in topk_select.cuh).
+//   version 1: one 1,024-thread block per row.
+//   version 2: one thread-block cluster of C blocks per row (sm_90a). Each block reads 1/C of the
+//              row, so a long row is read by C SMs at once; histograms are summed into every
+//              block's shared memory with remote atomics (distributed shared memory), and the
+//              gathered entries go to rank 0's pool the same way.
+// Shared memory per block: Shared (80 KB), then a region for the chunk's key cache or list.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "frank/cuda/topk.cuh"
+#include "frank/cuda/topk_select.cuh"
+
+namespace frank::cuda {
+namespace {
+
+using namespace topk_detail;
+
+constexpr int kCacheChunk = 32768;  // largest chunk whose keys stay in shared memory (128 KB)
+constexpr size_t kSharedBytes = (sizeof(Shared) + 15) & ~size_t{15};  // the region follows Shared
+
+// Version 1's team: the block alone.
+struct BlockTeam {
+  __device__ int rank() const { return 0; }
+  __device__ int size() const { return 1; }
+  __device__ void sync() const { __syncthreads(); }
+  __device__ const uint32_t* merge(Shared& s, int) const {
+    __syncthreads();
+    return s.hist;
+  }
+  __device__ const uint32_t* peer_hist(Shared& s, int) const { return s.hist; }
+  __device__ uint32_t* pool_count(Shared& s) const { return &s.pool_count; }
+  __device__ Composite* pool(Shared& s) const { return s.pool; }
+};
+
+__global__ void __launch_bounds__(kThreads, 1)
+    topk_block_kernel(const float* scores, int n, int k, int32_t* out, int slots) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  Shared& s = *reinterpret_cast<Shared*>(smem);
+  const size_t row = blockIdx.y;
+  select_row(BlockTeam{}, scores + row * n, n, k, out + row * k, s, reinterpret_cast<uint32_t*>(smem + kSharedBytes),
+             slots);
+}
+
+// Version 2's team: the cluster. Only sm_90a builds it (sm_120 runs version 1 instead).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+struct ClusterTeam {
+  __device__ int rank() const { return static_cast<int>(cg::this_cluster().block_rank()); }
+  __device__ int size() const { return static_cast<int>(cg::this_cluster().num_blocks()); }
+  __device__ void sync() const { cg::this_cluster().sync(); }
+  // Adds this block's non-zero bins into merged[round & 1] of every block (most bins are empty:
+  // scores cluster in a few exponents), then syncs the cluster. The other parity buffer was last
+  // read by this block's previous resolve and peers add to it only after this sync, so it is
+  // cleared here for the next round.
+  __device__ const uint32_t* merge(Shared& s, int round) const {
+    cg::cluster_group cluster = cg::this_cluster();
+    __syncthreads();
+    uint32_t* merged = s.merged[round & 1];
+    const int team = size(), me = rank();
+    for (int j = threadIdx.x; j < kBins; j += kThreads) {
+      const uint32_t v = s.hist[j];
+      if (v)
+        for (int q = 0; q < team; ++q) atomicAdd(cluster.map_shared_rank(merged, (me + q) % team) + j, v);
+    }
+    for (int j = threadIdx.x; j < kBins; j += kThreads) s.merged[(round + 1) & 1][j] = 0;
+    cluster.sync();
+    return merged;
+  }
+  __device__ const uint32_t* peer_hist(Shared& s, int r) const { return cg::this_cluster().map_shared_rank(s.hist, r); }
+  __device__ uint32_t* pool_count(Shared& s) const { return cg::this_cluster().map_shared_rank(&s.pool_count, 0); }
+  __device__ Composite* pool(Shared& s) const { return cg::this_cluster().map_shared_rank(s.pool, 0); }
+};
+#endif
+
+__global__ void __launch_bounds__(kThreads, 1)
+    topk_cluster_kernel(const float* scores, int n, int k, int32_t* out, int slots) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  extern __shared__ __align__(16) unsigned char smem[];
+  Shared& s = *reinterpret_cast<Shared*>(smem);
+  const size_t row = blockIdx.y;
+  select_row(ClusterTeam{}, scores + row * n, n, k, out + row * k, s, reinterpret_cast<uint32_t*>(smem + kSharedBytes),
+             slots);
+#endif
+}
+
+// What a device allows, read and configured once per device.
+struct DeviceInfo {
+  cudaError_t error = cudaSuccess;
+  bool clusters = false;  // the sm_90a cluster kernel runs here
+  int cache_chunk = 0;    // the largest chunk a block can keep in shared memory
+};
+
+const DeviceInfo& device_info(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag once[kMaxDevices];
+  static DeviceInfo info[kMaxDevices];
+  static DeviceInfo bad{cudaErrorInvalidDevice};
+  if (device < 0 || device >= kMaxDevices) return bad;
+  std::call_once(once[device], [device] {
+    DeviceInfo& d = info[device];
+    int optin = 0;
+    d.error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (d.error) return;
+    if (static_cast<size_t>(optin) < kSharedBytes + 64) {
+      d.error = cudaErrorNotSupported;  // pre-Hopper/Blackwell shared memory
+      return;
+    }
+    // Region words left by Shared; a cached chunk needs up to 4 more for alignment slack.
+    const int slots = static_cast<int>((static_cast<size_t>(optin) - kSharedBytes) / 4) & ~3;
+    d.cache_chunk = std::min(kCacheChunk, slots - 4);
+    const int bytes = static_cast<int>(kSharedBytes) + 4 * (d.cache_chunk + 4);
+    // The cluster kernel has a body only in sm_90a code (what this device runs of it: binaryVersion).
+    cudaFuncAttributes cluster_kernel{};
+    d.error = cudaFuncGetAttributes(&cluster_kernel, topk_cluster_kernel);
+    if (d.error) return;
+    d.clusters = cluster_kernel.binaryVersion == 90;
+    d.error = cudaFuncSetAttribute(topk_block_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (!d.error && d.clusters)
+      d.error = cudaFuncSetAttribute(topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  });
+  return info[device];
+}
+
+// As make_chunk (topk_parts.cuh) splits a row.
+int chunk_of(int n, int team) { return static_cast<int>(((static_cast<long long>(n) + team - 1) / team + 3) & ~3ll); }
+
+// Region words for a team of this size (make_chunk decides its use the same way): all there is
+// for a long chunk's list, the chunk plus alignment slack for a cache, none for a row gathered
+// whole (one pass) or a chunk that does not fit.
+int region_slots(const DeviceInfo& d, int n, int team) {
+  const int chunk = chunk_of(n, team);
+  if (n <= kGatherAll) return 0;
+  if (chunk >= kSampleChunk) return d.cache_chunk + 4;
+  return chunk <= d.cache_chunk ? chunk + 4 : 0;
+}
+
+cudaError_t launch(const DeviceInfo& d, int team, const float* scores, int rows, int n, int k, int32_t* out,
+                   cudaStream_t stream) {
+  const int slots = region_slots(d, n, team);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(team, rows);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSharedBytes + 4 * static_cast<size_t>(slots);
+  config.stream = stream;
+  if (team == 1) return cudaLaunchKernelEx(&config, topk_block_kernel, scores, n, k, out, slots);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = team;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, topk_cluster_kernel, scores, n, k, out, slots);
+}
+
+}  // namespace
+
+int topk_cluster_size(int n) {
+  // At least 4,096 elements per block: below that a block's share is one load per thread and the
+  // cluster barriers cost more than the reading they spread.
+  int team = 1;
+  while (team < kTopKMaxCluster && n / (2 * team) >= 4096) team *= 2;
+  return team;
+}
+
+cudaError_t topk(int version, const float* scores, int rows, int n, int k, int32_t* out, cudaStream_t stream,
+                 int cluster_size) {
+  const bool pow2 = cluster_size >= 0 && (cluster_size & (cluster_size - 1)) == 0;
+  if (rows < 0 || rows > 65535 || n < 0 || k < 1 || k > kTopKMaxK || !pow2 || cluster_size > kTopKMaxCluster)
+    return cudaErrorInvalidValue;
+  if (version != 1 && version != 2) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device)) return e;
+  const DeviceInfo& d = device_info(device);
+  if (d.error) return d.error;
+  int team = 1;
+  if (version == 2 && d.clusters) team = cluster_size ? cluster_size : topk_cluster_size(n);
+  return launch(d, team, scores, rows, n, k, out, stream);
+}
+
+}  // namespace frank::cuda

@@ -1,0 +1,154 @@
+// frank_topk_check: every top-k kernel version (frank/cuda/topk.cuh) against the CPU reference
+// frank::engine::top_k_indices, index for index, on edge-case, real-shaped and random rows.
+//   frank_topk_check [--seed S] [--random N]   all checks; exit 1 on any mismatch
+//   frank_topk_check --small                   a few small cases (for compute-sanitizer)
+//   frank_topk_check --bench [--launches N]    the benchmark tables (topk_bench.cpp)
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cuda_util.h"
+#include "frank/cuda/topk.cuh"
+#include "frank/engine/indexer.h"
+#include "topk_bench.h"
+#include "topk_cases.h"
+
+namespace frank_test {
+namespace {
+
+struct Variant {
+  const char* name;
+  int version;
+  int cluster;  // version 2's blocks per row; 0 = its own choice
+};
+// Version 2 at each forced cluster size too, so the check covers every split of a row.
+constexpr Variant kVariants[] = {{"v1", 1, 0}, {"v2", 2, 0}, {"v2.c2", 2, 2}, {"v2.c4", 2, 4}, {"v2.c8", 2, 8}};
+constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+
+struct Tally {
+  int pass = 0, fail = 0;
+};
+
+// The reference's indices of each row, padded with -1 to k.
+std::vector<int32_t> reference(const Case& c, const std::vector<float>& scores) {
+  std::vector<int32_t> want(static_cast<size_t>(c.rows) * c.k, -1);
+  for (int r = 0; r < c.rows; ++r) {
+    const std::vector<float> row(scores.begin() + static_cast<ptrdiff_t>(r) * c.n,
+                                 scores.begin() + static_cast<ptrdiff_t>(r + 1) * c.n);
+    const std::vector<int64_t> idx = frank::engine::top_k_indices(row, c.k);
+    for (size_t j = 0; j < idx.size(); ++j) want[static_cast<size_t>(r) * c.k + j] = static_cast<int32_t>(idx[j]);
+  }
+  return want;
+}
+
+void report_mismatch(const Case& c, const Variant& v, const std::vector<float>& scores, const std::vector<int32_t>& got,
+                     const std::vector<int32_t>& want) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i]) continue;
+    const int row = static_cast<int>(i / c.k), j = static_cast<int>(i % c.k);
+    auto score = [&](int32_t idx) {
+      return idx >= 0 && idx < c.n ? scores[static_cast<size_t>(row) * c.n + idx] : 0.0f;
+    };
+    std::printf("FAIL %s %s rows=%d n=%d k=%d seed=%llu %s: row %d place %d: got %d (%g) want %d (%g)\n",
+                c.group.c_str(), dist_name(c.dist), c.rows, c.n, c.k, static_cast<unsigned long long>(c.seed), v.name,
+                row, j, got[i], score(got[i]), want[i], score(want[i]));
+    return;
+  }
+}
+
+// Runs every variant on the case; tallies one pass or fail per variant.
+void check_case(const Case& c, std::map<std::string, std::array<Tally, kNumVariants>>& tally) {
+  const std::vector<float> scores = make_scores(c);
+  const std::vector<int32_t> want = reference(c, scores);
+  DeviceBuffer<float> d_scores(scores.size());
+  DeviceBuffer<int32_t> d_out(want.size());
+  CUDA_OK(cudaMemcpy(d_scores.get(), scores.data(), scores.size() * sizeof(float), cudaMemcpyHostToDevice));
+  std::vector<int32_t> got(want.size());
+  for (int v = 0; v < kNumVariants; ++v) {
+    // Poison the output, so an unwritten slot cannot pass.
+    CUDA_OK(cudaMemset(d_out.get(), 0x7f, want.size() * sizeof(int32_t)));
+    CUDA_OK(frank::cuda::topk(kVariants[v].version, d_scores.get(), c.rows, c.n, c.k, d_out.get(), nullptr,
+                              kVariants[v].cluster));
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(got.data(), d_out.get(), got.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    Tally& t = tally[c.group][v];
+    if (got == want) {
+      ++t.pass;
+    } else {
+      ++t.fail;
+      report_mismatch(c, kVariants[v], scores, got, want);
+    }
+  }
+}
+
+void print_device() {
+  int device = 0;
+  cudaDeviceProp p{};
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaGetDeviceProperties(&p, device));
+  int driver = 0, runtime = 0;
+  CUDA_OK(cudaDriverGetVersion(&driver));
+  CUDA_OK(cudaRuntimeGetVersion(&runtime));
+  std::printf("device %s (sm_%d%d, %d SMs, %d MB L2), CUDA driver API %d, runtime %d\n", p.name, p.major, p.minor,
+              p.multiProcessorCount, p.l2CacheSize >> 20, driver, runtime);
+}
+
+int run_checks(const std::vector<Case>& cases) {
+  std::map<std::string, std::array<Tally, kNumVariants>> tally;
+  for (const Case& c : cases) check_case(c, tally);
+  int failed = 0;
+  std::printf("%-8s", "group");
+  for (const Variant& v : kVariants) std::printf(" %14s", v.name);
+  std::printf("   (cases passed/failed)\n");
+  for (const auto& [group, t] : tally) {
+    std::printf("%-8s", group.c_str());
+    for (int v = 0; v < kNumVariants; ++v) {
+      std::printf(" %8d PASS %d", t[v].pass, t[v].fail);
+      failed += t[v].fail;
+    }
+    std::printf("\n");
+  }
+  std::printf("%s: %zu cases x %d variants, %d mismatches\n", failed ? "FAIL" : "PASS", cases.size(), kNumVariants,
+              failed);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace frank_test
+
+int main(int argc, char** argv) {
+  using namespace frank_test;
+  uint64_t seed = 20261201;
+  int random = 200, launches = 60;
+  bool bench = false, small = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--bench") {
+      bench = true;
+    } else if (a == "--small") {
+      small = true;
+    } else if (a == "--seed" && i + 1 < argc) {
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--random" && i + 1 < argc) {
+      random = std::atoi(argv[++i]);
+    } else if (a == "--launches" && i + 1 < argc) {
+      launches = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--small | --bench [--launches N]] [--seed S] [--random N]\n", argv[0]);
+      return 2;
+    }
+  }
+  print_device();
+  if (bench) return run_topk_bench(launches);
+  if (small) return run_checks(small_cases(seed));
+  std::vector<Case> cases = edge_cases(seed);
+  for (const Case& c : real_cases(seed + 100000)) cases.push_back(c);
+  for (const Case& c : random_cases(seed + 200000, random)) cases.push_back(c);
+  return run_checks(cases);
+}
