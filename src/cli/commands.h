@@ -1,9 +1,15 @@
 #pragma once
+// Each subcommand of `frank` lives in its own cmd_*.cpp and registers itself here.
 #include <CLI/CLI.hpp>
 
 namespace frank::cli {
 
 void register_logits(CLI::App& app);
 void register_generate(CLI::App& app);
+void register_serve(CLI::App& app);
+void register_tokenize(CLI::App& app);  // tokenize and detokenize
+void register_chat_encode(CLI::App& app);
+void register_plan(CLI::App& app);
+void register_lab(CLI::App& app);
 
 }  // namespace frank::cli

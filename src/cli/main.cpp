@@ -7,10 +7,15 @@
 #include "frank/core/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"frank: DeepSeek-V4 inference engine"};
+  CLI::App app{"frank: DeepSeek-V4 inference server, engine and lab"};
   app.require_subcommand(1);
-  frank::cli::register_logits(app);
+  frank::cli::register_serve(app);
   frank::cli::register_generate(app);
+  frank::cli::register_logits(app);
+  frank::cli::register_tokenize(app);
+  frank::cli::register_chat_encode(app);
+  frank::cli::register_plan(app);
+  frank::cli::register_lab(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,105 @@
+// `frank serve`: the OpenAI-compatible HTTP server.
+#include <fmt/format.h>
+
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+#include "frank/core/error.h"
+#include "frank/model/tokenizer.h"
+#include "frank/server/http_server.h"
+#include "model_source.h"
+
+namespace frank::cli {
+namespace {
+
+struct ServeOptions {
+  ModelSource source;
+  std::string tokenizer;
+  server::ServerOptions server;
+  double max_body_mb = 8;
+  double prefix_cache_gb = 2;
+};
+
+server::HttpServer* g_server = nullptr;
+
+void on_signal(int) {
+  if (g_server != nullptr) g_server->stop();
+}
+
+// The tokenizer: --tokenizer, else the checkpoint's tokenizer.json, else DeepSeek-V4's (shipped).
+std::filesystem::path tokenizer_path(const ServeOptions& o) {
+  if (!o.tokenizer.empty()) return o.tokenizer;
+  if (!o.source.model_dir.empty()) {
+    const auto in_model = std::filesystem::path(o.source.model_dir) / "tokenizer.json";
+    if (std::filesystem::exists(in_model)) return in_model;
+  }
+  return FRANK_DEFAULT_TOKENIZER;
+}
+
+void run(ServeOptions o) {
+  if (o.source.model_dir.empty() && o.source.synthetic.empty()) o.source.synthetic = "tiny-chat";
+  const auto tokenizer = model::Tokenizer::load(tokenizer_path(o));
+  const auto model = o.source.load();
+  if (tokenizer.vocab_size() > model->config().vocab_size)
+    throw Error(fmt::format("the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab_size(),
+                            model->config().vocab_size));
+  o.server.max_body_bytes = static_cast<size_t>(o.max_body_mb * (1 << 20));
+  o.server.prefix_cache_bytes = static_cast<size_t>(o.prefix_cache_gb * (1 << 30));
+  if (o.server.model_name.empty())
+    o.server.model_name = o.source.model_dir.empty() ? "frank-synthetic-" + o.source.synthetic
+                                                     : std::filesystem::path(o.source.model_dir).filename().string();
+  server::HttpServer http(*model, tokenizer, o.server);
+  const int port = http.bind();
+  g_server = &http;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const auto url = fmt::format("http://{}:{}", o.server.host, port);
+  std::cout << fmt::format("frank serving '{}' on {} (OpenAI API under {}/v1)\n", o.server.model_name, url, url);
+  if (!o.source.synthetic.empty())
+    std::cout << "note: synthetic model with random weights: its words are random; use --model DIR for a real one\n";
+  std::cout << fmt::format(
+                   "try: curl {}/v1/chat/completions -H 'Content-Type: application/json' "
+                   "-d '{{\"model\":\"{}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello\"}}],"
+                   "\"max_tokens\":16}}'\n",
+                   url, o.server.model_name)
+            << std::flush;
+  http.serve();
+  g_server = nullptr;
+  std::cout << "frank: stopped\n";
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto opts = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (default: the embedded synthetic model)");
+  opts->source.add_options(*cmd);
+  cmd->add_option("--tokenizer", opts->tokenizer, "tokenizer.json (default: the model's, else DeepSeek-V4's)");
+  cmd->add_option("--host", opts->server.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", opts->server.port, "port (0: any free port)")->capture_default_str()->check(
+      CLI::Range(0, 65535));
+  cmd->add_option("--api-key", opts->server.api_key, "require 'Authorization: Bearer KEY' (all routes but /health)");
+  cmd->add_option("--max-queue", opts->server.max_queue, "requests that may wait; more get HTTP 429")
+      ->capture_default_str();
+  cmd->add_option("--ctx", opts->server.context_length, "context length per request (prompt + completion)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-body-mb", opts->max_body_mb, "largest request body; larger ones get HTTP 413")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--prefix-cache-gb", opts->prefix_cache_gb, "memory for kept conversations (0: no prefix cache)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefix-cache-dir", opts->server.prefix_cache_dir,
+                  "also keep conversations on disk here, so a restarted server resumes them");
+  cmd->add_option("--prefix-checkpoint-interval", opts->server.prefix_checkpoint_interval,
+                  "tokens between session checkpoints (a new prompt can resume from any of them)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--served-model-name", opts->server.model_name, "model id reported by the API");
+  cmd->callback([opts] { run(*opts); });
+}
+
+}  // namespace frank::cli

@@ -1,0 +1,166 @@
+#include "frank/server/engine_worker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "frank/core/error.h"
+
+namespace frank::server {
+namespace {
+
+// Prompt chunk per forward call: bounds the time between two stop/deadline checks during prefill.
+constexpr int64_t kPrefillChunk = 256;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Model log-probabilities (of the raw logits, independent of the sampling temperature).
+TokenEvent token_event(std::span<const float> logits, int32_t id, int top) {
+  TokenEvent e{id, 0.0f, {}};
+  if (top < 0) return e;
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double log_z = mx + std::log(sum);
+  e.logprob = static_cast<float>(logits[id] - log_z);
+  if (top > 0) {
+    std::vector<int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    const auto k = std::min<size_t>(static_cast<size_t>(top), order.size());
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+    for (size_t i = 0; i < k; ++i) e.top_logprobs.emplace_back(order[i], static_cast<float>(logits[order[i]] - log_z));
+  }
+  return e;
+}
+
+}  // namespace
+
+void EngineWorker::declare_metrics(Metrics& m) {
+  const std::vector<double> latency{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+  m.declare_counter("frank_requests_total", "Requests by outcome (stop, length, cancelled, timeout, error, rejected)");
+  m.declare_histogram("frank_queue_wait_seconds", "Time a request waited in the queue before it started", latency);
+  m.declare_counter("frank_prompt_tokens_total", "Prompt tokens of executed requests");
+  m.declare_counter("frank_prompt_tokens_cached_total", "Prompt tokens served from the prefix cache");
+  m.declare_counter("frank_generated_tokens_total", "Generated (completion) tokens");
+  m.declare_histogram("frank_time_to_first_token_seconds", "From start of execution to the first token (label cache)",
+                      latency);
+  m.declare_histogram("frank_decode_seconds_per_token", "Decode time per output token after the first, per request",
+                      latency);
+  m.declare_counter("frank_steps_total", "Forward steps (prefill chunks and decode steps)");
+  m.declare_counter("frank_verify_steps_total", "Speculative verify steps (0 without speculative decoding)");
+  m.declare_histogram("frank_tokens_per_verify_step", "Tokens accepted per verify step", {1, 2, 3, 4, 5, 6, 8});
+  m.declare_histogram("frank_verify_step_seconds", "Time per verify step", latency);
+  m.declare_counter("frank_prefix_checkpoints_total", "Session checkpoints taken");
+  m.declare_counter("frank_prefix_checkpoint_bytes_total", "Bytes of the session checkpoints taken");
+  m.declare_counter("frank_prefix_cache_evictions_total", "Conversations evicted from the prefix cache");
+}
+
+EngineWorker::EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix)
+    : model_(model), metrics_(metrics), context_length_(context_length), prefix_(prefix) {}
+
+engine::Resume EngineWorker::resume(const std::vector<int32_t>& prompt) {
+  if (prefix_.cache != nullptr)
+    if (auto r = prefix_.cache->resume(prompt)) return std::move(*r);
+  if (prefix_.store != nullptr)
+    if (auto s = prefix_.store->load_longest_prefix(prompt))
+      return {std::move(s->session), static_cast<int64_t>(s->tokens.size()), std::move(s->checkpoints)};
+  return {model_.new_session(), 0, {}};
+}
+
+void EngineWorker::keep(std::vector<int32_t> tokens, engine::Session session,
+                        std::vector<engine::SessionCheckpoint> checkpoints) {
+  if (prefix_.store != nullptr) prefix_.store->save(tokens, session, checkpoints);
+  if (prefix_.cache == nullptr) return;
+  const uint64_t evicted = prefix_.cache->evictions();
+  prefix_.cache->store(std::move(tokens), std::move(session), std::move(checkpoints));
+  metrics_.add("frank_prefix_cache_evictions_total", static_cast<double>(prefix_.cache->evictions() - evicted));
+}
+
+void EngineWorker::execute(Job& job) {
+  metrics_.observe("frank_queue_wait_seconds", seconds_since(job.enqueued));
+  JobEnd end;
+  try {
+    end = generate(job);
+  } catch (const std::exception& e) {
+    end = JobEnd{"error", e.what(), static_cast<int>(job.request.prompt.size())};
+  }
+  metrics_.add("frank_requests_total", 1, {{"outcome", end.finish_reason}});
+  metrics_.add("frank_prompt_tokens_total", end.prompt_tokens);
+  metrics_.add("frank_prompt_tokens_cached_total", end.cached_tokens);
+  metrics_.add("frank_generated_tokens_total", end.completion_tokens);
+  job.push(std::move(end));
+}
+
+JobEnd EngineWorker::generate(Job& job) {
+  const auto& req = job.request;
+  const auto& config = model_.config();
+  const auto start = Clock::now();
+  JobEnd end{"", "", static_cast<int>(req.prompt.size())};
+  auto interrupted = [&]() -> const char* {
+    if (job.stop_requested() == Job::StopRequest::ClientGone) return "cancelled";
+    if (req.deadline && Clock::now() > *req.deadline) return "timeout";
+    return nullptr;
+  };
+
+  engine::Resume run = resume(req.prompt);
+  end.cached_tokens = static_cast<int>(run.reused_tokens);
+  std::vector<int32_t> fed(req.prompt.begin(), req.prompt.end());  // what the session consumes
+  Clock::time_point first_token;
+  auto finish = [&](const char* reason) {
+    end.finish_reason = reason;
+    if (end.completion_tokens > 1)
+      metrics_.observe("frank_decode_seconds_per_token",
+                       seconds_since(first_token) / static_cast<double>(end.completion_tokens - 1));
+    fed.resize(static_cast<size_t>(run.session.position));
+    keep(std::move(fed), std::move(run.session), std::move(run.checkpoints));
+    return end;
+  };
+
+  // Prefill what the cache did not cover, in chunks that end at checkpoint positions (multiples of
+  // the interval, and the prompt's end: the next turn of a conversation starts there).
+  const int64_t prompt_end = static_cast<int64_t>(req.prompt.size());
+  Tensor logits;
+  auto is_boundary = [&](int64_t p) {
+    return std::find(req.message_boundaries.begin(), req.message_boundaries.end(), p) != req.message_boundaries.end();
+  };
+  for (int64_t pos = run.reused_tokens; pos < prompt_end;) {
+    if (const char* why = interrupted()) return finish(why);
+    int64_t next = std::min({prompt_end, pos + kPrefillChunk,
+                             (pos / prefix_.checkpoint_interval + 1) * prefix_.checkpoint_interval});
+    for (int64_t b : req.message_boundaries)
+      if (b > pos && b < next) next = b;
+    logits = model_.forward(run.session, std::span<const int32_t>(req.prompt).subspan(pos, next - pos));
+    metrics_.add("frank_steps_total", 1);
+    pos = next;
+    if (pos == prompt_end || pos % prefix_.checkpoint_interval == 0 || is_boundary(pos)) {
+      run.checkpoints.push_back(engine::take_checkpoint(run.session));
+      metrics_.add("frank_prefix_checkpoints_total", 1);
+      metrics_.add("frank_prefix_checkpoint_bytes_total", static_cast<double>(run.checkpoints.back().bytes()));
+    }
+  }
+
+  engine::Sampler sampler(req.sampling);
+  const bool forced = !req.forced_completion.empty();
+  const int limit = forced ? static_cast<int>(req.forced_completion.size()) : req.max_tokens;
+  while (true) {
+    const std::span<const float> last(logits.row(logits.rows() - 1), static_cast<size_t>(logits.cols()));
+    const int32_t next = forced ? req.forced_completion[end.completion_tokens] : sampler.next(last);
+    job.push(token_event(last, next, req.top_logprobs));
+    if (end.completion_tokens++ == 0) {
+      first_token = Clock::now();
+      metrics_.observe("frank_time_to_first_token_seconds", seconds_since(start),
+                       {{"cache", run.reused_tokens > 0 ? "warm" : "cold"}});
+    }
+    if (job.stop_requested() == Job::StopRequest::Satisfied) return finish("stop");
+    if (const char* why = interrupted()) return finish(why);
+    if (!forced && next == config.eos_token_id && !req.ignore_eos) return finish("stop");
+    if (end.completion_tokens >= limit) return finish(forced ? "stop" : "length");
+    if (run.session.position >= context_length_) return finish("length");
+    fed.push_back(next);
+    logits = model_.forward(run.session, std::span<const int32_t>(&next, 1));
+    metrics_.add("frank_steps_total", 1);
+  }
+}
+
+}  // namespace frank::server

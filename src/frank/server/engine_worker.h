@@ -1,0 +1,39 @@
+#pragma once
+// Runs one Job on the model: resume from the prefix cache where the prompt repeats a kept
+// conversation, prefill the rest (taking checkpoints), then decode token by token (sampled or
+// forced), emitting a TokenEvent per token and a JobEnd; checks for stop requests and the deadline
+// between steps, keeps the finished session in the cache, and records the engine-side metrics.
+#include "frank/engine/model.h"
+#include "frank/engine/prefix_cache.h"
+#include "frank/engine/prefix_store.h"
+#include "frank/server/job.h"
+#include "frank/server/metrics.h"
+
+namespace frank::server {
+
+class EngineWorker {
+ public:
+  struct PrefixOptions {
+    engine::PrefixCache* cache = nullptr;        // none: every request starts cold
+    const engine::PrefixStore* store = nullptr;  // none: nothing on disk
+    int64_t checkpoint_interval = 1024;          // plus one at the end of every prompt
+  };
+  EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix);
+  void execute(Job& job);
+
+  // Declares the metrics this worker records (called once by the server).
+  static void declare_metrics(Metrics& metrics);
+
+ private:
+  JobEnd generate(Job& job);
+  // Where the prompt can start: a cached or stored session, or a new one.
+  engine::Resume resume(const std::vector<int32_t>& prompt);
+  void keep(std::vector<int32_t> tokens, engine::Session session, std::vector<engine::SessionCheckpoint> checkpoints);
+
+  const engine::Model& model_;
+  Metrics& metrics_;
+  int context_length_;
+  PrefixOptions prefix_;
+};
+
+}  // namespace frank::server

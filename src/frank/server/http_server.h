@@ -1,0 +1,37 @@
+#pragma once
+// frank's OpenAI-compatible HTTP server: routes, authentication, body limits and JSON errors
+// around the scheduler and the engine worker.
+#include <httplib.h>
+
+#include <memory>
+
+#include "frank/server/engine_worker.h"
+#include "frank/server/server_context.h"
+
+namespace frank::server {
+
+class HttpServer {
+ public:
+  HttpServer(const engine::Model& model, const model::Tokenizer& tokenizer, ServerOptions options);
+  ~HttpServer();
+
+  // Binds host:port (port 0 picks a free one) and returns the port; throws frank::Error on failure.
+  int bind();
+  void serve();  // blocks until stop()
+  void stop();
+
+ private:
+  void install_routes();
+  EngineWorker::PrefixOptions prefix_options(const engine::Model& model, const ServerOptions& options);
+
+  Metrics metrics_;
+  std::unique_ptr<engine::PrefixCache> prefix_cache_;
+  std::unique_ptr<engine::PrefixStore> prefix_store_;
+  EngineWorker worker_;
+  Scheduler scheduler_;
+  ServerContext ctx_;
+  httplib::Server http_;
+  const Clock::time_point started_ = Clock::now();
+};
+
+}  // namespace frank::server
