@@ -2,13 +2,11 @@
 // (exit 1) for bad input.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 
 #include "chat_fixture.h"
 #include "unit/safetensors_test_util.h"
+#include "run_frank.h"
 #include "unit/tokenizer_test_util.h"
 
 namespace frank::test {
@@ -16,32 +14,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct CliRun {
-  int exit_code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-CliRun chat_encode(const std::string& input) {
-  TempDir tmp;
-  write_file(tmp / "stdin", input);
-  const std::string cmd = fmt::format("{} chat-encode --tokenizer {} < {} 2> {}", FRANK_BINARY,
-                                      deepseek_tokenizer_path().string(), (tmp / "stdin").string(),
-                                      (tmp / "stderr").string());
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  std::ifstream err_file(tmp / "stderr");
-  const std::string err((std::istreambuf_iterator<char>(err_file)), std::istreambuf_iterator<char>());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out, err};
+FrankRun chat_encode(const std::string& input) {
+  return run_frank("chat-encode --tokenizer " + deepseek_tokenizer_path().string(), input);
 }
 
 TEST(ChatCli, PrintsDeepSeeksPromptAndHfIds) {
   for (const auto& c : chat_conversations()) {
     if (c["name"] != "agent_loop_multi_step_thinking" && c["name"] != "tricky_string_arguments") continue;
-    const CliRun r = chat_encode(c["request"].dump());
+    const FrankRun r = chat_encode(c["request"].dump());
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto out = nlohmann::ordered_json::parse(r.out);
     EXPECT_EQ(out["prompt"], c["prompt"]) << c["name"];
@@ -50,7 +30,7 @@ TEST(ChatCli, PrintsDeepSeeksPromptAndHfIds) {
 }
 
 TEST(ChatCli, BadRequestsExitWithAClearError) {
-  CliRun r = chat_encode(R"({"messages": [{"role": "robot", "content": "hi"}]})");
+  FrankRun r = chat_encode(R"({"messages": [{"role": "robot", "content": "hi"}]})");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("error: chat request: messages[0].role: unknown role 'robot'"));
   r = chat_encode("{\"messages\": [");

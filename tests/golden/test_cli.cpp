@@ -2,40 +2,18 @@
 // input that must end in a clear error and a non-zero exit, never a crash.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 
 #include "../unit/safetensors_test_util.h"
 #include "fixture.h"
+#include "run_frank.h"
 
 namespace frank::test {
 namespace {
 
 using ::testing::HasSubstr;
-
-struct Result {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-  std::string last_line() const {
-    auto end = output.find_last_not_of('\n');
-    auto start = output.rfind('\n', end);
-    return output.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
-  }
-};
-
-Result frank(const std::string& args) {
-  const std::string cmd = std::string(FRANK_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
 
 std::string join_ids(const std::vector<int32_t>& ids, size_t n) {
   std::string s;
@@ -47,9 +25,9 @@ TEST(Cli, LogitsContractIncremental) {
   const Fixture f = load_fixture(fixture_root() / "tiny-v4");
   TempDir tmp;
   const auto out = tmp / "logits.f32";
-  const auto r = frank(fmt::format("logits --model {} --ids {} --mode incremental --prefill 41 --out {}", f.dir.string(),
+  const auto r = run_frank(fmt::format("logits --model {} --ids {} --mode incremental --prefill 41 --out {}", f.dir.string(),
                                    join_ids(f.ids, f.ids.size()), out.string()));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output();
   EXPECT_EQ(r.last_line(), fmt::format("shape {} {}", f.ids.size(), f.vocab));
   std::vector<float> got(f.logits.size());
   std::ifstream in(out, std::ios::binary);
@@ -62,9 +40,9 @@ TEST(Cli, LogitsContractIncremental) {
 TEST(Cli, GreedyGenerateStartsWithTransformersArgmax) {
   const Fixture f = load_fixture(fixture_root() / "tiny-v4");
   const size_t prompt = 30;
-  const auto r = frank(fmt::format("generate --model {} --ids {} --max-tokens 5 --ignore-eos", f.dir.string(),
+  const auto r = run_frank(fmt::format("generate --model {} --ids {} --max-tokens 5 --ignore-eos", f.dir.string(),
                                    join_ids(f.ids, prompt)));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output();
   const float* row = f.logits.data() + (prompt - 1) * f.vocab;
   const auto best = std::max_element(row, row + f.vocab) - row;
   const std::string line = r.last_line();
@@ -73,18 +51,18 @@ TEST(Cli, GreedyGenerateStartsWithTransformersArgmax) {
 }
 
 TEST(Cli, EmbeddedDefaultModelRunsWithoutCheckpoint) {
-  const auto r = frank("generate --max-tokens 4");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  const auto sampled = frank("generate --max-tokens 4 --temperature 0.8 --top-p 0.9 --seed 3");
-  EXPECT_EQ(sampled.exit_code, 0) << sampled.output;
-  EXPECT_EQ(sampled.last_line(), frank("generate --max-tokens 4 --temperature 0.8 --top-p 0.9 --seed 3").last_line());
+  const auto r = run_frank("generate --max-tokens 4");
+  EXPECT_EQ(r.exit_code, 0) << r.output();
+  const auto sampled = run_frank("generate --max-tokens 4 --temperature 0.8 --top-p 0.9 --seed 3");
+  EXPECT_EQ(sampled.exit_code, 0) << sampled.output();
+  EXPECT_EQ(sampled.last_line(), run_frank("generate --max-tokens 4 --temperature 0.8 --top-p 0.9 --seed 3").last_line());
 }
 
 void expect_error(const std::string& args, const std::string& fragment) {
-  const auto r = frank(args);
-  EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
-  EXPECT_THAT(r.output, HasSubstr("error: ")) << args;
-  EXPECT_THAT(r.output, HasSubstr(fragment)) << args;
+  const auto r = run_frank(args);
+  EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output();
+  EXPECT_THAT(r.output(), HasSubstr("error: ")) << args;
+  EXPECT_THAT(r.output(), HasSubstr(fragment)) << args;
 }
 
 TEST(Cli, BadArgumentsGiveClearErrors) {

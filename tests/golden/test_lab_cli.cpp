@@ -3,14 +3,12 @@
 // Skipped while the binary has no `lab` subcommand (register_lab not yet wired into main.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "../unit/lab_test_util.h"
+#include "run_frank.h"
 #include "frank/core/sha256.h"
 #include "frank/lab/design.h"
 #include "frank/lab/registration.h"
@@ -18,23 +16,10 @@
 namespace frank::lab {
 namespace {
 
+using frank::test::run_frank;
+
 using nlohmann::json;
 using ::testing::HasSubstr;
-
-struct Result {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-Result frank(const std::string& args) {
-  const std::string cmd = std::string(FRANK_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -57,36 +42,36 @@ class LabCli : public ::testing::Test {
 
 TEST_F(LabCli, RegisterPrintsTheIdOfTheCanonicalDesign) {
   const auto r =
-      frank(fmt::format("lab register {} --out {}", (dir / "design.json").string(), (dir / "c.json").string()));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("design id     " + id));
+      run_frank(fmt::format("lab register {} --out {}", (dir / "design.json").string(), (dir / "c.json").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output();
+  EXPECT_THAT(r.output(), HasSubstr("design id     " + id));
   EXPECT_EQ(sha256_hex(read_text(dir / "c.json")), id);
-  EXPECT_THAT(r.output, HasSubstr("block   4:"));
-  EXPECT_THAT(r.output, HasSubstr("smallest p    sign test 0.03125 (5 blocks)"));
-  EXPECT_THAT(r.output, HasSubstr("give --baseline-rows"));
+  EXPECT_THAT(r.output(), HasSubstr("block   4:"));
+  EXPECT_THAT(r.output(), HasSubstr("smallest p    sign test 0.03125 (5 blocks)"));
+  EXPECT_THAT(r.output(), HasSubstr("give --baseline-rows"));
   // The registered file is itself a design with the same id.
-  const auto again = frank("lab register " + (dir / "c.json").string());
-  EXPECT_THAT(again.output, HasSubstr("design id     " + id));
+  const auto again = run_frank("lab register " + (dir / "c.json").string());
+  EXPECT_THAT(again.output(), HasSubstr("design id     " + id));
 }
 
 TEST_F(LabCli, RegisterWithEarlierRowsPrintsTheDetectableEffect) {
   test::write_text(dir / "earlier.csv",
                    "block,arm,value\n0,main,10\n0,main,10.2\n1,main,10.6\n1,main,10.4\n2,main,9.9\n");
-  const auto r = frank(fmt::format("lab register {} --baseline-rows {}", (dir / "design.json").string(),
+  const auto r = run_frank(fmt::format("lab register {} --baseline-rows {}", (dir / "design.json").string(),
                                    (dir / "earlier.csv").string()));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("earlier rows  5 rows, 3 starts"));
-  EXPECT_THAT(r.output, HasSubstr("detectable    an improvement of"));
+  ASSERT_EQ(r.exit_code, 0) << r.output();
+  EXPECT_THAT(r.output(), HasSubstr("earlier rows  5 rows, 3 starts"));
+  EXPECT_THAT(r.output(), HasSubstr("detectable    an improvement of"));
 }
 
 TEST_F(LabCli, AnalyzeRowsWritesJson) {
   test::write_text(dir / "rows.csv",
                    "block,arm,value\n0,main,10\n0,fast,9\n1,main,10\n1,fast,9.5\n2,main,12\n2,fast,11\n"
                    "3,main,11\n3,fast,10\n4,main,10\n4,fast,9.9\n");
-  const auto r = frank(fmt::format("lab analyze --design {} --rows {} --json {}", (dir / "design.json").string(),
+  const auto r = run_frank(fmt::format("lab analyze --design {} --rows {} --json {}", (dir / "design.json").string(),
                                    (dir / "rows.csv").string(), (dir / "a.json").string()));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("verdict       adopt"));
+  ASSERT_EQ(r.exit_code, 0) << r.output();
+  EXPECT_THAT(r.output(), HasSubstr("verdict       adopt"));
   const json j = json::parse(read_text(dir / "a.json"));
   EXPECT_EQ(j["design_id"], id);
   EXPECT_EQ(j["verdict"], "adopt");
@@ -94,20 +79,20 @@ TEST_F(LabCli, AnalyzeRowsWritesJson) {
 }
 
 TEST_F(LabCli, BadInputExitsWithOne) {
-  const auto neither = frank("lab analyze --design " + (dir / "design.json").string());
+  const auto neither = run_frank("lab analyze --design " + (dir / "design.json").string());
   EXPECT_EQ(neither.exit_code, 1);
-  EXPECT_THAT(neither.output, HasSubstr("error: lab analyze: give --ledger FILE or --rows CSV"));
+  EXPECT_THAT(neither.output(), HasSubstr("error: lab analyze: give --ledger FILE or --rows CSV"));
   test::write_text(dir / "ledger.jsonl", "{\"design\":\"" + std::string(64, '0') + "\"}\n");
-  const auto foreign = frank(fmt::format("lab analyze --design {} --ledger {}", (dir / "design.json").string(),
+  const auto foreign = run_frank(fmt::format("lab analyze --design {} --ledger {}", (dir / "design.json").string(),
                                          (dir / "ledger.jsonl").string()));
   EXPECT_EQ(foreign.exit_code, 1);
-  EXPECT_THAT(foreign.output, HasSubstr("not of the registered design " + id));
+  EXPECT_THAT(foreign.output(), HasSubstr("not of the registered design " + id));
   test::write_text(dir / "bad.json", R"({"format": "frank-lab-design/1", "name": "x"})");
-  const auto bad = frank("lab register " + (dir / "bad.json").string());
+  const auto bad = run_frank("lab register " + (dir / "bad.json").string());
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_THAT(bad.output, HasSubstr("error: design file"));
-  EXPECT_THAT(bad.output, HasSubstr("arms: missing"));
-  EXPECT_NE(frank(fmt::format("lab analyze --design {} --rows a --ledger b", (dir / "design.json").string())).exit_code,
+  EXPECT_THAT(bad.output(), HasSubstr("error: design file"));
+  EXPECT_THAT(bad.output(), HasSubstr("arms: missing"));
+  EXPECT_NE(run_frank(fmt::format("lab analyze --design {} --rows a --ledger b", (dir / "design.json").string())).exit_code,
             0);
 }
 

@@ -2,12 +2,10 @@
 // errors (exit 1) for bad input.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 
 #include "unit/safetensors_test_util.h"
+#include "run_frank.h"
 #include "unit/tokenizer_test_util.h"
 
 namespace frank::test {
@@ -15,27 +13,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Run {
-  int exit_code;
-  std::string out;  // stdout only
-  std::string err;
-};
-
-// Runs `frank ARGS` with `input` on stdin.
-Run frank_with_stdin(const std::string& args, const std::string& input) {
-  TempDir tmp;
-  write_file(tmp / "stdin", input);
-  const std::string cmd = fmt::format("{} {} < {} 2> {}", FRANK_BINARY, args, (tmp / "stdin").string(),
-                                      (tmp / "stderr").string());
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  std::ifstream err_file(tmp / "stderr");
-  std::string err((std::istreambuf_iterator<char>(err_file)), std::istreambuf_iterator<char>());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out, err};
-}
 
 std::string tokenizer_arg() { return "--tokenizer " + deepseek_tokenizer_path().string(); }
 
@@ -48,30 +25,30 @@ nlohmann::json corpus_row(const std::string& name) {
 TEST(TokenizeCli, TokenizeAndDetokenizeAgreeWithHf) {
   const auto row = corpus_row("chat_template");
   const std::string text = row.at("text");
-  const auto ids = frank_with_stdin("tokenize " + tokenizer_arg(), text);
+  const auto ids = run_frank("tokenize " + tokenizer_arg(), text);
   ASSERT_EQ(ids.exit_code, 0) << ids.err;
   EXPECT_EQ(nlohmann::json::parse(ids.out), row.at("ids"));
-  const auto with_bos = frank_with_stdin("tokenize --add-bos " + tokenizer_arg(), text);
+  const auto with_bos = run_frank("tokenize --add-bos " + tokenizer_arg(), text);
   EXPECT_EQ(nlohmann::json::parse(with_bos.out), row.at("ids_bos"));
-  const auto back = frank_with_stdin("detokenize " + tokenizer_arg(), ids.out);
+  const auto back = run_frank("detokenize " + tokenizer_arg(), ids.out);
   ASSERT_EQ(back.exit_code, 0) << back.err;
   EXPECT_EQ(back.out, text);
 }
 
 TEST(TokenizeCli, BadInputIsAClearError) {
-  const auto invalid = frank_with_stdin("tokenize " + tokenizer_arg(), "ok \xFF");
+  const auto invalid = run_frank("tokenize " + tokenizer_arg(), "ok \xFF");
   EXPECT_EQ(invalid.exit_code, 1);
   EXPECT_THAT(invalid.err, HasSubstr("not valid UTF-8"));
-  const auto not_json = frank_with_stdin("detokenize " + tokenizer_arg(), "[1, 2");
+  const auto not_json = run_frank("detokenize " + tokenizer_arg(), "[1, 2");
   EXPECT_EQ(not_json.exit_code, 1);
   EXPECT_THAT(not_json.err, HasSubstr("not JSON"));
-  const auto not_ids = frank_with_stdin("detokenize " + tokenizer_arg(), R"([1, "two"])");
+  const auto not_ids = run_frank("detokenize " + tokenizer_arg(), R"([1, "two"])");
   EXPECT_EQ(not_ids.exit_code, 1);
   EXPECT_THAT(not_ids.err, HasSubstr("\"two\" is not a token id"));
-  const auto out_of_vocab = frank_with_stdin("detokenize " + tokenizer_arg(), "[1, 999999]");
+  const auto out_of_vocab = run_frank("detokenize " + tokenizer_arg(), "[1, 999999]");
   EXPECT_EQ(out_of_vocab.exit_code, 1);
   EXPECT_THAT(out_of_vocab.err, HasSubstr("not in the vocabulary"));
-  const auto no_file = frank_with_stdin("tokenize --tokenizer /nonexistent/tokenizer.json", "x");
+  const auto no_file = run_frank("tokenize --tokenizer /nonexistent/tokenizer.json", "x");
   EXPECT_EQ(no_file.exit_code, 1);
   EXPECT_THAT(no_file.err, HasSubstr("cannot open"));
 }
