@@ -9,7 +9,7 @@
 #include "frank/model/chat_markup.h"
 #include "frank/model/chat_parser.h"
 #include "frank/server/api_error.h"
-#include "frank/server/job_stream.h"
+#include "frank/server/openai_writer.h"
 #include "frank/server/request_fields.h"
 #include "frank/server/stop_matcher.h"
 
@@ -25,16 +25,12 @@ json token_logprob(const model::Tokenizer& tok, int32_t id, float logprob) {
           {"bytes", std::vector<int>(bytes.begin(), bytes.end())}};
 }
 
-class ChatWriter : public ResponseWriter {
+class ChatWriter : public OpenAiWriter {
  public:
   ChatWriter(const ServerContext& ctx, const json& body, bool thinking)
-      : ctx_(ctx), detok_(ctx.tokenizer), stops_(RequestFields(body).strings("stop", 4)),
+      : OpenAiWriter(ctx, body, "chatcmpl"), detok_(ctx.tokenizer), stops_(RequestFields(body).strings("stop", 4)),
         parser_(model::ChatParserOptions{thinking, "call_" + id_.substr(id_.size() - 8) + "_"}) {
-    const RequestFields f(body);
-    stream_ = f.get<bool>("stream", false);
-    include_usage_ = stream_ && f.has("stream_options") && f.raw("stream_options").is_object() &&
-                     f.raw("stream_options").value("include_usage", false);
-    logprobs_ = f.get<bool>("logprobs", false);
+    logprobs_ = RequestFields(body).get<bool>("logprobs", false);
   }
 
   std::string on_token(const TokenEvent& t) override {
@@ -51,19 +47,12 @@ class ChatWriter : public ResponseWriter {
   }
 
   std::string on_end(const JobEnd& end) override {
-    if (end.finish_reason == "error") {
-      const ApiError e(500, "generation failed: " + end.error);
-      return stream_ ? sse_event(e.body()) + "data: [DONE]\n\n" : json_text(e.body());
-    }
+    if (end.finish_reason == "error") return failure(end);
     std::string out = role_chunk();
     if (!stops_.stopped()) out += relay(parse(stops_.push(detok_.flush()) + stops_.flush(), true));
     else out += relay(parse("", true));
     const auto& m = parser_.message();
     const std::string reason = !m.tool_calls.empty() ? "tool_calls" : stops_.stopped() ? "stop" : end.finish_reason;
-    const json usage{{"prompt_tokens", end.prompt_tokens},
-                     {"completion_tokens", end.completion_tokens},
-                     {"total_tokens", end.prompt_tokens + end.completion_tokens},
-                     {"prompt_tokens_details", {{"cached_tokens", end.cached_tokens}}}};
     if (!stream_) {
       json message{{"role", "assistant"}, {"content", m.content + raw_content_}};
       if (!m.reasoning_content.empty()) message["reasoning_content"] = m.reasoning_content;
@@ -73,26 +62,18 @@ class ChatWriter : public ResponseWriter {
           message["tool_calls"].push_back(
               {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
       }
-      json choice{{"index", 0}, {"message", message}, {"finish_reason", reason},
-                  {"logprobs", logprobs_ ? json{{"content", all_logprobs_}} : json()}};
-      json doc = base("chat.completion", json::array({choice}));
-      doc["usage"] = usage;
-      return json_text(doc);
+      return reply("chat.completion",
+                   {{"index", 0}, {"message", message}, {"finish_reason", reason},
+                    {"logprobs", logprobs_ ? json{{"content", all_logprobs_}} : json()}},
+                   end);
     }
-    out += sse_event(base("chat.completion.chunk",
-                    json::array({{{"index", 0}, {"delta", json::object()}, {"logprobs", json()},
-                                  {"finish_reason", reason}}})));
-    if (include_usage_) {
-      json doc = base("chat.completion.chunk", json::array());
-      doc["usage"] = usage;
-      out += sse_event(doc);
-    }
-    return out + "data: [DONE]\n\n";
+    out += sse_event(envelope("chat.completion.chunk",
+                              json::array({{{"index", 0}, {"delta", json::object()}, {"logprobs", json()},
+                                            {"finish_reason", reason}}})));
+    return out + stream_end("chat.completion.chunk", end);
   }
 
   bool satisfied() const override { return stops_.stopped(); }
-  std::string heartbeat() const override { return stream_ ? ": keep-alive\n\n" : " "; }
-  const char* content_type() const { return stream_ ? "text/event-stream" : "application/json"; }
 
  private:
   // Parses generated text; markup the model got wrong ends parsing, and from there on the text is
@@ -149,7 +130,7 @@ class ChatWriter : public ResponseWriter {
       lp = {{"content", pending_logprobs_}};
       pending_logprobs_ = json::array();
     }
-    return sse_event(base("chat.completion.chunk",
+    return sse_event(envelope("chat.completion.chunk",
                     json::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", lp},
                                   {"finish_reason", json()}}})));
   }
@@ -158,18 +139,11 @@ class ChatWriter : public ResponseWriter {
     role_sent_ = true;
     return delta_chunk({{"role", "assistant"}, {"content", ""}});
   }
-  json base(const char* object, json choices) const {
-    return {{"id", id_}, {"object", object}, {"created", created_}, {"model", ctx_.options.model_name},
-            {"choices", std::move(choices)}};
-  }
 
-  const ServerContext& ctx_;
-  const std::string id_ = new_request_id("chatcmpl");
-  const int64_t created_ = unix_time();
   model::StreamingDetokenizer detok_;
   StopMatcher stops_;
   model::ChatStreamParser parser_;
-  bool stream_ = false, include_usage_ = false, logprobs_ = false, role_sent_ = false, raw_ = false;
+  bool logprobs_ = false, role_sent_ = false, raw_ = false;
   std::string raw_content_;
   json pending_logprobs_ = json::array(), all_logprobs_ = json::array();
 };

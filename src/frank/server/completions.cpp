@@ -2,7 +2,7 @@
 
 #include "frank/core/error.h"
 #include "frank/server/api_error.h"
-#include "frank/server/job_stream.h"
+#include "frank/server/openai_writer.h"
 #include "frank/server/request_fields.h"
 #include "frank/server/stop_matcher.h"
 
@@ -51,15 +51,12 @@ struct LegacyLogprobs {
   }
 };
 
-class CompletionWriter : public ResponseWriter {
+class CompletionWriter : public OpenAiWriter {
  public:
   CompletionWriter(const ServerContext& ctx, const json& body, const std::vector<int32_t>& prompt,
                    const std::string& prompt_text)
-      : ctx_(ctx), detok_(ctx.tokenizer), stops_(RequestFields(body).strings("stop", 4)) {
+      : OpenAiWriter(ctx, body, "cmpl"), detok_(ctx.tokenizer), stops_(RequestFields(body).strings("stop", 4)) {
     const RequestFields f(body);
-    stream_ = f.get<bool>("stream", false);
-    include_usage_ = stream_ && f.has("stream_options") && f.raw("stream_options").is_object() &&
-                     f.raw("stream_options").value("include_usage", false);
     logprobs_ = f.has("logprobs");
     if (f.get<bool>("echo", false)) {
       echo_ = prompt_text;
@@ -88,58 +85,33 @@ class CompletionWriter : public ResponseWriter {
   }
 
   std::string on_end(const JobEnd& end) override {
-    if (end.finish_reason == "error") return error_body(end.error);
+    if (end.finish_reason == "error") return failure(end);
     const std::string tail = stops_.stopped() ? "" : stops_.push(detok_.flush()) + stops_.flush();
     text_ += tail;
     const std::string reason = stops_.stopped() ? "stop" : end.finish_reason;
-    const json usage{{"prompt_tokens", end.prompt_tokens},
-                     {"completion_tokens", end.completion_tokens},
-                     {"total_tokens", end.prompt_tokens + end.completion_tokens},
-                     {"prompt_tokens_details", {{"cached_tokens", end.cached_tokens}}}};
-    if (!stream_) {
-      json choice{{"index", 0}, {"text", text_}, {"finish_reason", reason},
-                  {"logprobs", logprobs_ ? logprobs_json_.to_json() : json()}};
-      json doc = base("text_completion", json::array({choice}));
-      doc["usage"] = usage;
-      return json_text(doc);
-    }
+    if (!stream_)
+      return reply("text_completion",
+                   {{"index", 0}, {"text", text_}, {"finish_reason", reason},
+                    {"logprobs", logprobs_ ? logprobs_json_.to_json() : json()}},
+                   end);
     std::string out = echo_sent_ ? "" : chunk(echo_, json());
-    out += chunk(tail, json(), reason);
-    if (include_usage_) {
-      json doc = base("text_completion", json::array());
-      doc["usage"] = usage;
-      out += sse_event(doc);
-    }
-    return out + "data: [DONE]\n\n";
+    return out + chunk(tail, json(), reason) + stream_end("text_completion", end);
   }
 
   bool satisfied() const override { return stops_.stopped(); }
-  std::string heartbeat() const override { return stream_ ? ": keep-alive\n\n" : " "; }
-  const char* content_type() const { return stream_ ? "text/event-stream" : "application/json"; }
 
  private:
-  json base(const char* object, json choices) const {
-    return {{"id", id_}, {"object", object}, {"created", created_}, {"model", ctx_.options.model_name},
-            {"choices", std::move(choices)}};
-  }
   std::string chunk(const std::string& text, json logprobs, const std::string& finish = "") {
     json choice{{"index", 0}, {"text", text}, {"logprobs", std::move(logprobs)},
                 {"finish_reason", finish.empty() ? json() : json(finish)}};
-    return sse_event(base("text_completion", json::array({choice})));
-  }
-  std::string error_body(const std::string& message) {
-    const ApiError e(500, "generation failed: " + message);
-    return stream_ ? sse_event(e.body()) + "data: [DONE]\n\n" : json_text(e.body());
+    return sse_event(envelope("text_completion", json::array({choice})));
   }
 
-  const ServerContext& ctx_;
   model::StreamingDetokenizer detok_;
   StopMatcher stops_;
-  bool stream_ = false, include_usage_ = false, logprobs_ = false, echo_sent_ = false;
+  bool logprobs_ = false, echo_sent_ = false;
   std::string echo_, text_;
   LegacyLogprobs logprobs_json_;
-  const std::string id_ = new_request_id("cmpl");
-  const int64_t created_ = unix_time();
 };
 
 }  // namespace
