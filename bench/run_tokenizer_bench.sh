@@ -23,13 +23,14 @@ trap 'rm -rf "$work"' EXIT
 "$hf_python" -c "import tokenizers" 2>/dev/null || { echo "$hf_python has no tokenizers (see the header)" >&2; exit 1; }
 
 text_info=$(python3 bench/make_bench_text.py --out "$work/docs.jsonl")
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 frank_cmd="taskset -c $cpu $build_dir/tokenizer_bench --tokenizer $tokenizer --docs \$DOCS --runs $runs --ids-out \$IDS"
 hf_cmd="taskset -c $cpu $hf_python bench/tokenizer_hf.py --tokenizer $tokenizer --docs \$DOCS --runs $runs --ids-out \$IDS"
 frank_json=$(DOCS="$work/docs.jsonl" IDS="$work/frank.ids" eval "$frank_cmd")
 hf_json=$(DOCS="$work/docs.jsonl" IDS="$work/hf.ids" eval "$hf_cmd")
 if cmp -s "$work/frank.ids" "$work/hf.ids"; then same_ids=yes; else same_ids=NO; fi
 
-field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+field() { python3 -c "import json,sys; v=json.loads(sys.argv[1])[sys.argv[2]]; print(v if not isinstance(v, dict) else json.dumps(v))" "$1" "$2"; }
 frank_median=$(field "$frank_json" median_mb_s)
 hf_median=$(field "$hf_json" median_mb_s)
 speedup=$(python3 -c "print(f'{$frank_median / $hf_median:.2f}')")
@@ -39,7 +40,8 @@ out=bench/results/tokenizer-$(date +%F).md
 cat > "$out" <<MD
 # Tokenizer encoding throughput, $(date +%F)
 
-- Machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores (both runs pinned to core $cpu), $(uname -sr)
+- Machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores (both runs pinned to core $cpu), $(uname -sr);
+  load average $load_before before the runs (other work shares this machine)
 - Date: $(date -Is)
 - Text: $(field "$text_info" bytes) bytes of mixed code and prose in $(field "$text_info" documents) documents from
   \`bench/make_bench_text.py\` (bytes by kind: $(field "$text_info" bytes_by_kind); JSONL sha256

@@ -4,8 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <random>
+#include <thread>
 
 #include "frank/core/error.h"
 #include "frank/model/tokenizer/regex.h"
@@ -123,6 +125,28 @@ TEST(Tokenizer, RandomValidUtf8RoundTrips) {
     ASSERT_EQ(tokenizer.decode(ids), text) << "text " << i;
     ASSERT_EQ(stream_all(tokenizer, ids), text) << "text " << i;
   }
+}
+
+TEST(Tokenizer, ConcurrentEncodesShareTheCacheSafely) {
+  std::vector<std::string> texts;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 200; ++i) texts.push_back(random_valid_utf8(rng) + " repeated words repeated words");
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& text : texts) expected.push_back(deepseek_tokenizer().encode(text));
+  // A fresh tokenizer, so the threads fill its empty cache while they read it.
+  const Tokenizer tokenizer = Tokenizer::load(deepseek_tokenizer_path());
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round)
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+          const std::size_t k = (i * 7 + t * 31 + round) % texts.size();
+          if (tokenizer.encode(texts[k]) != expected[k]) ++mismatches;
+        }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(Tokenizer, StreamingHoldsBackPartialCharacters) {

@@ -1,7 +1,8 @@
 #pragma once
 // PCRE2 (JIT, UTF, UCP) behind a small interface: the Split patterns of a tokenizer.json are
-// Oniguruma regexes in HuggingFace tokenizers; PCRE2 reads the same syntax for everything these
-// files use (\p{..} classes, look-ahead, bounded repeats) and is fast with its JIT.
+// Oniguruma regexes in HuggingFace tokenizers. PCRE2 reads the syntax these files use (\p{..}
+// classes, look-ahead, bounded repeats) the same way once \s is spelled as Unicode White_Space,
+// refuses the few constructs whose meaning differs, and is fast with its JIT.
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -38,15 +39,13 @@ class Regex {
   // Whether the whole of `subject` matches.
   bool matches_whole(std::string_view subject) const;
 
-  const std::string& pattern() const { return pattern_; }
-
  private:
   // The first match in subject at or after `from`, if any.
   bool find(std::string_view subject, std::size_t from, Span& match) const;
 
   struct Code;
   std::shared_ptr<const Code> code_;  // immutable compiled code, shared by copies
-  std::string pattern_;
+  std::string pattern_;               // as written in the file, for error messages
 };
 
 // The Unicode version of PCRE2's property tables (e.g. "14.0.0" for Debian 12's PCRE2 10.42).
