@@ -1,5 +1,7 @@
 """frank serve driven by the official OpenAI client and by raw HTTP."""
 import json
+import os
+import random
 import socket
 import threading
 import time
@@ -251,3 +253,77 @@ def test_prefix_cache_next_turn_reuses_the_conversation(server):
     assert total(m, "frank_prompt_tokens_cached_total") >= second.usage.prompt_tokens_details.cached_tokens
     assert total(m, "frank_time_to_first_token_seconds_count", cache="warm") >= 1
     assert total(m, "frank_prefix_checkpoints_total") >= 2
+
+
+def tool_call_case():
+    """A DSML tool-call turn DeepSeek's encoder wrote, with the calls its parser reads from it."""
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "chat", "dsv4_conversations.jsonl")
+    for line in open(path, encoding="utf-8"):
+        case = json.loads(line)
+        for c in case["completions"]:
+            if c["reference"]["tool_calls"] and c["thinking_mode"] == "chat":
+                request = {"messages": case["request"]["messages"][:c["message_index"]],
+                           "tools": case["request"]["tools"], "thinking": {"type": "disabled"}}
+                return request, c["text"], c["reference"]["tool_calls"]
+    raise AssertionError("no tool-call completion in the chat fixtures")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_call_round_trip_through_forced_decoding(server, stream):
+    request, text, want = tool_call_case()
+    forced = server.post("/tokenize", json={"prompt": text, "add_special_tokens": False}).json()["tokens"]
+    c = client(server)
+    kwargs = dict(model="frank", messages=request["messages"], tools=request["tools"], max_tokens=len(forced),
+                  extra_body={"thinking": request["thinking"], "forced_completion_ids": forced})
+    if not stream:
+        r = c.chat.completions.create(**kwargs)
+        calls, reason = r.choices[0].message.tool_calls, r.choices[0].finish_reason
+        got = [(t.function.name, json.loads(t.function.arguments)) for t in calls]
+        assert len({t.id for t in calls}) == len(calls)
+    else:
+        parts, reason = {}, None
+        for chunk in c.chat.completions.create(stream=True, **kwargs):
+            for d in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+                entry = parts.setdefault(d.index, {"name": "", "arguments": ""})
+                entry["name"] += d.function.name or "" if d.function else ""
+                entry["arguments"] += (d.function.arguments or "") if d.function else ""
+            if chunk.choices and chunk.choices[0].finish_reason:
+                reason = chunk.choices[0].finish_reason
+        got = [(parts[i]["name"], json.loads(parts[i]["arguments"])) for i in sorted(parts)]
+    assert got == [(t["function"]["name"], json.loads(t["function"]["arguments"])) for t in want]
+    assert reason == "tool_calls"
+
+
+def test_random_request_bodies_never_break_the_server():
+    """A bounded fuzz of the request parser: mutated chat and completion bodies (a short context
+    keeps any request that survives mutation short)."""
+    server = start_server("--ctx", "64")
+    try:
+        fuzz_requests(server)
+    finally:
+        server.stop()
+
+
+def fuzz_requests(server):
+    rng = random.Random(1234)
+    seeds = [json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}),
+             json.dumps({"prompt": [0, 1, 2], "max_tokens": 2, "logprobs": 1, "stop": ["x"]})]
+    statuses = set()
+    for i in range(150):
+        body = bytearray(rng.choice(seeds).encode())
+        for _ in range(rng.randint(1, 6)):
+            op = rng.randrange(3)
+            pos = rng.randrange(len(body))
+            if op == 0:
+                body[pos] = rng.randrange(256)
+            elif op == 1:
+                del body[pos:pos + rng.randint(1, 8)]
+            else:
+                body[pos:pos] = rng.choice([b"{", b"[", b"\"", b"-1", b"1e999", b"null", b"\xff", b"}"])
+        path = "/v1/chat/completions" if b"messages" in body else "/v1/completions"
+        r = server.post(path, data=bytes(body), headers={"Content-Type": "application/json"})
+        statuses.add(r.status_code)
+        assert r.status_code in (200, 400, 422), (r.status_code, bytes(body), r.text)
+        assert r.status_code == 200 or "error" in r.json()
+    assert server.get("/health").status_code == 200
+    assert 400 in statuses
