@@ -10,11 +10,7 @@ int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   return std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n), b.begin()).first - a.begin();
 }
 
-size_t compressor_bytes(const CompressorState& c) {
-  return (c.pending_kv.size() + c.pending_gate.size() + c.overlap_kv.size() + c.overlap_gate.size() +
-          c.entries.size()) *
-         sizeof(float);
-}
+size_t compressor_bytes(const CompressorState& c) { return open_window_bytes(c) + c.entries.size() * sizeof(float); }
 
 }  // namespace
 

@@ -18,15 +18,11 @@ CompressorState rebuild(const CompressorCheckpoint& c, const CompressorState& la
   return s;
 }
 
-size_t bytes_of(const CompressorCheckpoint& c) {
-  return (c.pending_kv.size() + c.pending_gate.size() + c.overlap_kv.size() + c.overlap_gate.size()) * sizeof(float);
-}
-
 }  // namespace
 
 size_t SessionCheckpoint::bytes() const {
   size_t n = sizeof(*this);
-  for (const auto& l : layers) n += l.window.size() * sizeof(float) + bytes_of(l.compressor) + bytes_of(l.indexer);
+  for (const auto& l : layers) n += l.window.size() * sizeof(float) + open_window_bytes(l.compressor) + open_window_bytes(l.indexer);
   return n;
 }
 

@@ -30,6 +30,12 @@ struct SessionCheckpoint {
   size_t bytes() const;
 };
 
+// Bytes of a compressor's open window and overlap half (a CompressorState or its checkpoint).
+template <typename Compressor>
+size_t open_window_bytes(const Compressor& c) {
+  return (c.pending_kv.size() + c.pending_gate.size() + c.overlap_kv.size() + c.overlap_gate.size()) * sizeof(float);
+}
+
 SessionCheckpoint take_checkpoint(const Session& session);
 
 // The session as it was at `checkpoint`, rebuilt from `later`: a session that consumed the same

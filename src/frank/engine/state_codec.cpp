@@ -27,8 +27,7 @@ void Encoder::session(const Session& s) {
   for (const auto& l : s.layers) {
     floats(l.window);
     for (const CompressorState* c : {&l.compressor, &l.indexer}) {
-      floats(c->pending_kv), floats(c->pending_gate), i64(c->pending);
-      floats(c->overlap_kv), floats(c->overlap_gate), u64(c->has_overlap);
+      open_window(*c);
       floats(c->entries), i64(c->n_entries);
     }
   }
@@ -40,8 +39,8 @@ void Encoder::checkpoint(const SessionCheckpoint& cp) {
   for (const auto& l : cp.layers) {
     floats(l.window);
     for (const CompressorCheckpoint* c : {&l.compressor, &l.indexer}) {
-      floats(c->pending_kv), floats(c->pending_gate), i64(c->pending);
-      floats(c->overlap_kv), floats(c->overlap_gate), u64(c->has_overlap), i64(c->n_entries);
+      open_window(*c);
+      i64(c->n_entries);
     }
   }
 }
@@ -83,8 +82,7 @@ Session Decoder::session() {
   for (auto& l : s.layers) {
     l.window = floats();
     for (CompressorState* c : {&l.compressor, &l.indexer}) {
-      c->pending_kv = floats(), c->pending_gate = floats(), c->pending = static_cast<int>(i64());
-      c->overlap_kv = floats(), c->overlap_gate = floats(), c->has_overlap = u64() != 0;
+      open_window(*c);
       c->entries = floats(), c->n_entries = i64();
     }
   }
@@ -98,8 +96,8 @@ SessionCheckpoint Decoder::checkpoint() {
   for (auto& l : cp.layers) {
     l.window = floats();
     for (CompressorCheckpoint* c : {&l.compressor, &l.indexer}) {
-      c->pending_kv = floats(), c->pending_gate = floats(), c->pending = static_cast<int>(i64());
-      c->overlap_kv = floats(), c->overlap_gate = floats(), c->has_overlap = u64() != 0, c->n_entries = i64();
+      open_window(*c);
+      c->n_entries = i64();
     }
   }
   return cp;

@@ -22,6 +22,12 @@ class Encoder {
   const std::string& bytes() const { return out_; }
 
  private:
+  // The fields a CompressorState and its checkpoint share, in file order.
+  template <typename Compressor>
+  void open_window(const Compressor& c) {
+    floats(c.pending_kv), floats(c.pending_gate), i64(c.pending);
+    floats(c.overlap_kv), floats(c.overlap_gate), u64(c.has_overlap);
+  }
   void raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
   std::string out_;
 };
@@ -38,6 +44,11 @@ class Decoder {
   bool done() const { return pos_ == in_.size(); }
 
  private:
+  template <typename Compressor>
+  void open_window(Compressor& c) {
+    c.pending_kv = floats(), c.pending_gate = floats(), c.pending = static_cast<int>(i64());
+    c.overlap_kv = floats(), c.overlap_gate = floats(), c.has_overlap = u64() != 0;
+  }
   void raw(void* p, size_t n);
   size_t count(size_t element_size);
   std::string_view in_;
