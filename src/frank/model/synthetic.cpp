@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -48,8 +49,9 @@ float role_sample(WeightRole role, const std::vector<int64_t>& shape, Gaussian& 
 std::vector<std::string> synthetic_names() { return {"tiny", "tiny-chat"}; }
 
 ModelConfig synthetic_config(const std::string& name) {
-  if (name != "tiny" && name != "tiny-chat")
-    throw Error(fmt::format("unknown synthetic model '{}' (available: tiny, tiny-chat)", name));
+  const auto names = synthetic_names();
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    throw Error(fmt::format("unknown synthetic model '{}' (available: {})", name, fmt::join(names, ", ")));
   ModelConfig c;
   // tiny-chat has DeepSeek-V4's real vocabulary, so the real tokenizer and chat encoding work on it.
   c.vocab_size = name == "tiny-chat" ? 129280 : 256;

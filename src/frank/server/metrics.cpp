@@ -81,14 +81,6 @@ void Metrics::observe(const std::string& name, double v, const Labels& labels) {
   ++s.count;
 }
 
-double Metrics::value(const std::string& name, const Labels& labels) const {
-  std::lock_guard lock(mutex_);
-  auto it = families_.find(name);
-  if (it == families_.end()) return 0;
-  auto s = it->second.series.find(labels);
-  return s == it->second.series.end() ? 0 : s->second.value;
-}
-
 std::string Metrics::render() const {
   std::lock_guard lock(mutex_);
   std::string out;

@@ -22,7 +22,6 @@ class Metrics {
   void set(const std::string& name, double value, const Labels& labels = {});  // gauges
   void observe(const std::string& name, double value, const Labels& labels = {});  // histograms
 
-  double value(const std::string& name, const Labels& labels = {}) const;  // counter/gauge value (tests)
   std::string render() const;
 
  private:
