@@ -42,6 +42,8 @@ void run(ServeOptions o) {
   if (o.source.model_dir.empty() && o.source.synthetic.empty()) o.source.synthetic = "tiny-chat";
   const auto tokenizer = model::Tokenizer::load(tokenizer_path(o));
   const auto model = o.source.load();
+  if (o.server.debug.step_delay_ms > 0 || o.server.debug.logit_noise > 0)
+    std::cout << "warning: --debug-* options are set: this server is deliberately slowed or perturbed\n";
   if (tokenizer.vocab_size() > model->config().vocab_size)
     throw Error(fmt::format("the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer.vocab_size(),
                             model->config().vocab_size));
@@ -99,6 +101,19 @@ void register_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--served-model-name", opts->server.model_name, "model id reported by the API");
+  cmd->add_option("--max-logprobs", opts->server.max_logprobs,
+                  "most alternatives per token a request may ask for (logprobs / top_logprobs)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("--debug-step-delay-ms", opts->server.debug.step_delay_ms,
+                  "lab self-tests: sleep this long after every forward step (a deliberately slower arm)")
+      ->group("Debugging")
+      ->check(CLI::Range(0, 60000));
+  cmd->add_option("--debug-logit-noise", opts->server.debug.logit_noise,
+                  "lab self-tests: add a fixed pseudo-random offset in [-X, X] to every logit (a deliberately "
+                  "perturbed arm)")
+      ->group("Debugging")
+      ->check(CLI::Range(0.0, 100.0));
   cmd->callback([opts] { run(*opts); });
 }
 

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "frank/core/splitmix64.h"
+
 namespace frank::experts {
 
 class RandomStream {
@@ -38,10 +40,7 @@ inline uint64_t seed_of(std::string_view name) {
 // Derives an independent seed for a sub-stream (a layer, a phase): the SplitMix64 finaliser of a
 // combination of the two, so nearby inputs give unrelated seeds.
 inline uint64_t mix_seed(uint64_t seed, uint64_t stream) {
-  uint64_t z = seed ^ (stream + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return splitmix64_finalize(seed ^ (stream + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
 }
 
 }  // namespace frank::experts

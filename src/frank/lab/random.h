@@ -4,6 +4,8 @@
 // goes through these few documented lines instead.
 #include <cstdint>
 
+#include "frank/core/splitmix64.h"
+
 namespace frank::lab {
 
 // An integer uniform in [0, n), n >= 1, from a source of uniform 64-bit words, without modulo bias: words at
@@ -17,19 +19,6 @@ uint64_t uniform_below(uint64_t n, Next&& next_word) {
   }
 }
 
-// SplitMix64 (Steele, Lea & Flood 2014): a fast generator for Monte Carlo resampling.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t operator()() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-
- private:
-  uint64_t state_;
-};
+using frank::SplitMix64;  // the Monte Carlo resampling generator
 
 }  // namespace frank::lab

@@ -18,9 +18,9 @@ namespace {
 
 using nlohmann::json;
 
-json token_logprob(const model::Tokenizer& tok, int32_t id, float logprob) {
-  const std::string& bytes = tok.token_bytes(id);
-  return {{"token", tok.decode(std::span<const int32_t>(&id, 1))},
+json token_logprob(const ServerContext& ctx, bool as_ids, int32_t id, float logprob) {
+  const std::string& bytes = ctx.tokenizer.token_bytes(id);
+  return {{"token", ctx.token_name(id, as_ids)},
           {"logprob", logprob},
           {"bytes", std::vector<int>(bytes.begin(), bytes.end())}};
 }
@@ -31,15 +31,16 @@ class ChatWriter : public OpenAiWriter {
       : OpenAiWriter(ctx, body, "chatcmpl"), detok_(ctx.tokenizer), stops_(RequestFields(body).strings("stop", 4)),
         parser_(model::ChatParserOptions{thinking, "call_" + id_.substr(id_.size() - 8) + "_"}) {
     logprobs_ = RequestFields(body).get<bool>("logprobs", false);
+    tokens_as_ids_ = RequestFields(body).get<bool>("return_tokens_as_token_ids", false);
   }
 
   std::string on_token(const TokenEvent& t) override {
     if (stops_.stopped()) return {};
     std::string out = role_chunk();
     if (logprobs_) {
-      json entry = token_logprob(ctx_.tokenizer, t.id, t.logprob);
+      json entry = token_logprob(ctx_, tokens_as_ids_, t.id, t.logprob);
       entry["top_logprobs"] = json::array();
-      for (auto [id, lp] : t.top_logprobs) entry["top_logprobs"].push_back(token_logprob(ctx_.tokenizer, id, lp));
+      for (auto [id, lp] : t.top_logprobs) entry["top_logprobs"].push_back(token_logprob(ctx_, tokens_as_ids_, id, lp));
       pending_logprobs_.push_back(entry);
       all_logprobs_.push_back(std::move(entry));
     }
@@ -143,7 +144,7 @@ class ChatWriter : public OpenAiWriter {
   model::StreamingDetokenizer detok_;
   StopMatcher stops_;
   model::ChatStreamParser parser_;
-  bool logprobs_ = false, role_sent_ = false, raw_ = false;
+  bool logprobs_ = false, tokens_as_ids_ = false, role_sent_ = false, raw_ = false;
   std::string raw_content_;
   json pending_logprobs_ = json::array(), all_logprobs_ = json::array();
 };
@@ -177,7 +178,7 @@ void handle_chat_completions(ServerContext& ctx, const httplib::Request& req, ht
   const json body = json::parse(json_text(ordered));
   const RequestFields f(body);
   GenerationRequest g = ctx.generation_fields(body, ctx.tokenizer.encode(model::encode_chat(chat)));
-  if (f.get<bool>("logprobs", false)) g.top_logprobs = f.get_in_range<int>("top_logprobs", 0, 0, 20);
+  if (f.get<bool>("logprobs", false)) g.top_logprobs = f.get_in_range<int>("top_logprobs", 0, 0, ctx.options.max_logprobs);
   g.message_boundaries = message_boundaries(ctx.tokenizer, g.prompt);
   auto writer = std::make_shared<ChatWriter>(ctx, body, chat.thinking);
   const char* type = writer->content_type();

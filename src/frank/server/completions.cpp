@@ -37,11 +37,11 @@ std::vector<int32_t> prompt_ids(const ServerContext& ctx, const json& body, std:
 struct LegacyLogprobs {
   json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
        text_offset = json::array();
-  void add(const model::Tokenizer& tok, const TokenEvent& e, size_t offset, bool with_value) {
-    tokens.push_back(tok.decode(std::span<const int32_t>(&e.id, 1)));
+  void add(const ServerContext& ctx, bool as_ids, const TokenEvent& e, size_t offset, bool with_value) {
+    tokens.push_back(ctx.token_name(e.id, as_ids));
     token_logprobs.push_back(with_value ? json(e.logprob) : json());
     json top = json::object();
-    for (auto [id, lp] : e.top_logprobs) top[tok.decode(std::span<const int32_t>(&id, 1))] = lp;
+    for (auto [id, lp] : e.top_logprobs) top[ctx.token_name(id, as_ids)] = lp;
     top_logprobs.push_back(with_value ? top : json());
     text_offset.push_back(offset);
   }
@@ -58,12 +58,13 @@ class CompletionWriter : public OpenAiWriter {
       : OpenAiWriter(ctx, body, "cmpl"), detok_(ctx.tokenizer), stops_(RequestFields(body).strings("stop", 4)) {
     const RequestFields f(body);
     logprobs_ = f.has("logprobs");
+    tokens_as_ids_ = f.get<bool>("return_tokens_as_token_ids", false);
     if (f.get<bool>("echo", false)) {
       echo_ = prompt_text;
       // Prompt tokens carry no logprob of their own here (the first has none by definition).
       if (logprobs_)
         for (int32_t id : prompt) {
-          logprobs_json_.add(ctx.tokenizer, TokenEvent{id, 0.0f, {}}, text_.size(), false);
+          logprobs_json_.add(ctx, tokens_as_ids_, TokenEvent{id, 0.0f, {}}, text_.size(), false);
           text_ += ctx.tokenizer.decode(std::span<const int32_t>(&id, 1));
         }
       text_ = echo_;
@@ -74,7 +75,7 @@ class CompletionWriter : public OpenAiWriter {
     if (stops_.stopped()) return {};
     // The end-of-sequence token ends the text; it is not part of it.
     const std::string piece = t.id == ctx_.model.config().eos_token_id ? "" : stops_.push(detok_.push(t.id));
-    if (logprobs_) logprobs_json_.add(ctx_.tokenizer, t, text_.size(), true);
+    if (logprobs_) logprobs_json_.add(ctx_, tokens_as_ids_, t, text_.size(), true);
     text_ += piece;
     if (!stream_) return {};
     std::string out = echo_sent_ ? "" : chunk(echo_, json());
@@ -109,7 +110,7 @@ class CompletionWriter : public OpenAiWriter {
 
   model::StreamingDetokenizer detok_;
   StopMatcher stops_;
-  bool logprobs_ = false, echo_sent_ = false;
+  bool logprobs_ = false, tokens_as_ids_ = false, echo_sent_ = false;
   std::string echo_, text_;
   LegacyLogprobs logprobs_json_;
 };
@@ -121,7 +122,7 @@ void handle_completions(ServerContext& ctx, const httplib::Request& req, httplib
   const RequestFields f(body);
   std::string prompt_text;
   GenerationRequest g = ctx.generation_fields(body, prompt_ids(ctx, body, prompt_text));
-  if (f.has("logprobs")) g.top_logprobs = f.get_in_range<int>("logprobs", 0, 0, 20);
+  if (f.has("logprobs")) g.top_logprobs = f.get_in_range<int>("logprobs", 0, 0, ctx.options.max_logprobs);
   auto writer = std::make_shared<CompletionWriter>(ctx, body, g.prompt, prompt_text);
   const char* type = writer->content_type();
   relay_job(res, type, ctx.submit(std::move(g)), writer, ctx.options.heartbeat);

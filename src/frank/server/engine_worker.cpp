@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "frank/core/error.h"
+#include "frank/core/splitmix64.h"
 
 namespace frank::server {
 namespace {
@@ -13,6 +15,17 @@ namespace {
 constexpr int64_t kPrefillChunk = 256;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The offset --debug-logit-noise adds to logit `token` at `position`: a SplitMix64 hash of both,
+// mapped to [-amplitude, amplitude]. Fixed per position, so a perturbed arm is still deterministic
+// (its A/A comparison shows no difference) while differing from an unperturbed one.
+void perturb_logits(std::span<float> logits, int64_t position, double amplitude) {
+  for (size_t token = 0; token < logits.size(); ++token) {
+    const uint64_t z = splitmix64_finalize(((static_cast<uint64_t>(position) << 32) ^ token) + 0x9e3779b97f4a7c15ULL);
+    const double unit = static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
+    logits[token] += static_cast<float>(amplitude * (2 * unit - 1));
+  }
+}
 
 // Model log-probabilities (of the raw logits, independent of the sampling temperature).
 TokenEvent token_event(std::span<const float> logits, int32_t id, int top) {
@@ -56,8 +69,21 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_counter("frank_prefix_cache_evictions_total", "Conversations evicted from the prefix cache");
 }
 
-EngineWorker::EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix)
-    : model_(model), metrics_(metrics), context_length_(context_length), prefix_(prefix) {}
+EngineWorker::EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix,
+                           EngineDebugOptions debug)
+    : model_(model), metrics_(metrics), context_length_(context_length), prefix_(prefix), debug_(debug) {}
+
+Tensor EngineWorker::forward(engine::Session& session, std::span<const int32_t> ids) {
+  const int64_t first_position = session.position;
+  Tensor logits = model_.forward(session, ids);
+  metrics_.add("frank_steps_total", 1);
+  if (debug_.logit_noise > 0)
+    for (int64_t r = 0; r < logits.rows(); ++r)
+      perturb_logits(std::span<float>(logits.row(r), static_cast<size_t>(logits.cols())), first_position + r,
+                     debug_.logit_noise);
+  if (debug_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(debug_.step_delay_ms));
+  return logits;
+}
 
 engine::Resume EngineWorker::resume(const std::vector<int32_t>& prompt) {
   if (prefix_.cache != nullptr)
@@ -130,8 +156,7 @@ JobEnd EngineWorker::generate(Job& job) {
                              (pos / prefix_.checkpoint_interval + 1) * prefix_.checkpoint_interval});
     for (int64_t b : req.message_boundaries)
       if (b > pos && b < next) next = b;
-    logits = model_.forward(run.session, std::span<const int32_t>(req.prompt).subspan(pos, next - pos));
-    metrics_.add("frank_steps_total", 1);
+    logits = forward(run.session, std::span<const int32_t>(req.prompt).subspan(pos, next - pos));
     pos = next;
     if (pos == prompt_end || pos % prefix_.checkpoint_interval == 0 || is_boundary(pos)) {
       run.checkpoints.push_back(engine::take_checkpoint(run.session));
@@ -158,8 +183,7 @@ JobEnd EngineWorker::generate(Job& job) {
     if (end.completion_tokens >= limit) return finish(forced ? "stop" : "length");
     if (run.session.position >= context_length_) return finish("length");
     fed.push_back(next);
-    logits = model_.forward(run.session, std::span<const int32_t>(&next, 1));
-    metrics_.add("frank_steps_total", 1);
+    logits = forward(run.session, std::span<const int32_t>(&next, 1));
   }
 }
 

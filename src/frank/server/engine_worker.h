@@ -11,6 +11,13 @@
 
 namespace frank::server {
 
+// Deliberate faults for the lab's own tests (`frank serve --debug-*`): a slower arm for an A/B
+// test that must reach "reject", a perturbed arm that the fidelity screen must catch.
+struct EngineDebugOptions {
+  int step_delay_ms = 0;     // sleep this long after every forward step
+  double logit_noise = 0.0;  // add a fixed pseudo-random offset in [-x, x] to every logit
+};
+
 class EngineWorker {
  public:
   struct PrefixOptions {
@@ -18,7 +25,8 @@ class EngineWorker {
     const engine::PrefixStore* store = nullptr;  // none: nothing on disk
     int64_t checkpoint_interval = 1024;          // plus one at the end of every prompt
   };
-  EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix);
+  EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix,
+               EngineDebugOptions debug = {});
   void execute(Job& job);
 
   // Declares the metrics this worker records (called once by the server).
@@ -28,12 +36,15 @@ class EngineWorker {
   JobEnd generate(Job& job);
   // Where the prompt can start: a cached or stored session, or a new one.
   engine::Resume resume(const std::vector<int32_t>& prompt);
+  // One forward call on the model, counted, with the debug faults applied.
+  Tensor forward(engine::Session& session, std::span<const int32_t> ids);
   void keep(std::vector<int32_t> tokens, engine::Session session, std::vector<engine::SessionCheckpoint> checkpoints);
 
   const engine::Model& model_;
   Metrics& metrics_;
   int context_length_;
   PrefixOptions prefix_;
+  EngineDebugOptions debug_;
 };
 
 }  // namespace frank::server

@@ -55,4 +55,8 @@ int64_t unix_time() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+std::string ServerContext::token_name(int32_t id, bool as_ids) const {
+  return as_ids ? "token_id:" + std::to_string(id) : tokenizer.decode(std::span<const int32_t>(&id, 1));
+}
+
 }  // namespace frank::server

@@ -6,6 +6,7 @@
 
 #include "frank/engine/model.h"
 #include "frank/model/tokenizer.h"
+#include "frank/server/engine_worker.h"
 #include "frank/server/job.h"
 #include "frank/server/metrics.h"
 #include "frank/server/scheduler.h"
@@ -24,6 +25,8 @@ struct ServerOptions {
   size_t prefix_cache_bytes = size_t{2} << 30;  // 0: no prefix cache
   std::string prefix_cache_dir;                 // empty: the prefix cache is not persisted
   int64_t prefix_checkpoint_interval = 1024;
+  int max_logprobs = 20;  // the most alternatives a request may ask for per token
+  EngineDebugOptions debug;
 };
 
 struct ServerContext {
@@ -37,6 +40,9 @@ struct ServerContext {
   std::shared_ptr<Job> submit(GenerationRequest request);
   // Common sampling/length fields of chat and completions requests.
   GenerationRequest generation_fields(const nlohmann::json& body, std::vector<int32_t> prompt) const;
+  // How a token is named in logprobs: its text, or "token_id:N" when the request sets
+  // `return_tokens_as_token_ids` (vLLM's extension: texts of different tokens can coincide).
+  std::string token_name(int32_t id, bool as_ids) const;
 };
 
 std::string new_request_id(const char* prefix);
