@@ -95,6 +95,7 @@ void register_lab(CLI::App& app) {
     if (an->ledger.empty() && an->rows.empty()) throw Error("lab analyze: give --ledger FILE or --rows CSV");
     run_analyze(*an);
   });
+  register_lab_engines(*lab);
 }
 
 }  // namespace frank::cli

@@ -76,7 +76,7 @@ TEST(LabRows, LedgerRowsOfTheDesign) {
   test::write_text(dir / "l.jsonl",
                    "{\"design\":\"" + id +
                        "\",\"block\":0,\"arm\":\"main\",\"start\":0,\"draw\":1,\"metrics\":{\"time_s\":4.5,\"x\":1},"
-                       "\"prev\":\"ignored\"}\n\n"
+                       "\"host\":\"ignored\"}\n\n"
                        "{\"design\":\"" +
                        id + "\",\"block\":1,\"arm\":\"fast\",\"start\":0,\"draw\":0,\"metrics\":{\"time_s\":4}}\n");
   const auto rows = read_ledger(dir / "l.jsonl", id);
@@ -119,8 +119,10 @@ TEST(LabRows, RowsTheDesignCannotHaveProducedAreErrors) {
     return rows;
   };
   const auto good = with(test::paired_rows({{10, 9}, {10, 9}, {10, 9}}));
-  EXPECT_TRUE(check_rows(good, d).empty());
-  expect_error([&] { check_rows({}, d); }, "no rows");
+  auto copy = good;
+  EXPECT_TRUE(check_rows(copy, d).empty());
+  std::vector<Row> none;
+  expect_error([&] { check_rows(none, d); }, "no rows");
   auto rows = good;
   rows[1].arm = "slow";
   expect_error([&] { check_rows(rows, d); }, "unknown arm \"slow\"");
@@ -136,9 +138,20 @@ TEST(LabRows, RowsTheDesignCannotHaveProducedAreErrors) {
   rows = good;
   rows[2].metrics.erase("passed");
   expect_error([&] { check_rows(rows, d); }, "no value for metric \"passed\"");
-  rows = good;
-  rows.erase(rows.begin() + 5);
-  expect_error([&] { check_rows(rows, d); }, "block 2 has rows of arm \"main\" only: no rows of arm \"fast\"");
+}
+
+TEST(LabRows, BlockWithOneArmIsLeftOut) {
+  const Design d = parse_design(test::small_design());
+  std::vector<Row> rows = test::paired_rows({{10, 9}, {10, 9}, {10, 9}});
+  rows.erase(rows.begin() + 5);  // block 2 loses its "fast" row: that arm crashed before its first draw
+  const auto warnings = check_rows(rows, d);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("block 2 has rows of arm \"main\" only: no rows of arm \"fast\"; the block is left out"),
+            std::string::npos);
+  EXPECT_EQ(rows.size(), 4u);
+  for (const Row& row : rows) EXPECT_NE(row.block, 2);
+  std::vector<Row> lone = {rows[0]};
+  expect_error([&] { check_rows(lone, d); }, "no block has rows of both arms");
 }
 
 TEST(LabRows, DeparturesAreDeviations) {

@@ -26,7 +26,7 @@ uint64_t monte_carlo_seed(const std::string& design_id) {
   return seed;
 }
 
-Analysis analyze(const Design& d, const std::string& design_id, const std::vector<Row>& rows) {
+Analysis analyze(const Design& d, const std::string& design_id, std::vector<Row> rows) {
   Analysis a;
   a.design_id = design_id;
   a.warnings = check_rows(rows, d);

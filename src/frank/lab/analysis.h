@@ -29,6 +29,6 @@ struct Analysis {
 // SHA-256("<design id>:permutation"), so a re-analysis gives the same p.
 uint64_t monte_carlo_seed(const std::string& design_id);
 
-Analysis analyze(const Design& design, const std::string& design_id, const std::vector<Row>& rows);
+Analysis analyze(const Design& design, const std::string& design_id, std::vector<Row> rows);
 
 }  // namespace frank::lab

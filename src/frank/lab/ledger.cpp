@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frank/core/error.h"
+#include "frank/lab/ledger_writer.h"
 
 namespace frank::lab {
 namespace {
@@ -49,6 +50,7 @@ std::vector<Row> read_ledger(const std::filesystem::path& path, const std::strin
   if (!in) throw Error(fmt::format("cannot open ledger '{}'", path.string()));
   std::vector<Row> rows;
   std::string text;
+  bool chained = false;
   for (int64_t number = 1; std::getline(in, text); ++number) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string origin = fmt::format("{}:{}", path.string(), number);
@@ -58,8 +60,17 @@ std::vector<Row> read_ledger(const std::filesystem::path& path, const std::strin
     } catch (const json::parse_error& e) {
       throw Error(fmt::format("{}: not valid JSON: {}", origin, e.what()));
     }
+    chained = chained || (line.is_object() && line.contains("prev"));
+    // The runner's event lines (engine started, crashed, ...) are not measurements.
+    if (line.is_object() && line.contains("kind") && line.at("kind") != "draw") {
+      if (line.value("design", design_id) != design_id)
+        throw Error(fmt::format("{}: line of design {}, not of the registered design {}", origin,
+                                line.value("design", ""), design_id));
+      continue;
+    }
     rows.push_back(parse_row(line, design_id, origin));
   }
+  if (chained) read_chained_ledger(path);  // throws at the first line that breaks the hash chain
   return rows;
 }
 

@@ -6,6 +6,8 @@
 // design's metric, its covariate and its guard metrics (others are carried and ignored). Keys
 // other than these (timestamps, a hash chain, ...) are the runner's and ignored here; blank lines
 // are skipped. A row of another design is an error, not something to filter out silently.
+// Lines with "kind" other than "draw" are the runner's events and are skipped; when the lines carry
+// the runner's hash chain ("prev", ledger_writer.h) the chain is verified first.
 #include <filesystem>
 #include <string>
 #include <vector>

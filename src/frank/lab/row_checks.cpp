@@ -28,7 +28,7 @@ void check_one(const Row& row, const Design& d, const std::vector<std::string>& 
 
 }  // namespace
 
-std::vector<std::string> check_rows(const std::vector<Row>& rows, const Design& d) {
+std::vector<std::string> check_rows(std::vector<Row>& rows, const Design& d) {
   if (rows.empty()) throw Error("no rows to analyse");
   std::vector<std::string> metrics = {d.metric.name};
   if (d.covariate) metrics.push_back(d.covariate->name);
@@ -46,6 +46,7 @@ std::vector<std::string> check_rows(const std::vector<Row>& rows, const Design& 
 
   std::vector<std::string> warnings;
   std::vector<int64_t> missing_blocks;
+  std::set<int64_t> one_arm_blocks;
   int64_t odd_starts = 0, odd_draws = 0;
   for (int64_t b = 0; b < d.blocks; ++b) {
     if (!draws.count(b)) {
@@ -53,14 +54,21 @@ std::vector<std::string> check_rows(const std::vector<Row>& rows, const Design& 
       continue;
     }
     for (const Arm& arm : d.arms) {
-      if (!draws[b].count(arm.name))
-        throw Error(fmt::format("block {} has rows of arm \"{}\" only: no rows of arm \"{}\"", b,
-                                draws[b].begin()->first, arm.name));
+      if (!draws[b].count(arm.name)) {
+        // An arm that failed to start or crashed before its first draw: the block compares nothing.
+        warnings.push_back(fmt::format("deviation: block {} has rows of arm \"{}\" only: no rows of arm \"{}\"; "
+                                       "the block is left out",
+                                       b, draws[b].begin()->first, arm.name));
+        one_arm_blocks.insert(b);
+        break;
+      }
       const auto& starts = draws[b][arm.name];
       odd_starts += int64_t(starts.size()) != d.starts_per_arm;
       for (const auto& [start, n] : starts) odd_draws += n != d.draws_per_start;
     }
   }
+  std::erase_if(rows, [&](const Row& row) { return one_arm_blocks.count(row.block) > 0; });
+  if (rows.empty()) throw Error("no block has rows of both arms");
   if (!missing_blocks.empty())
     warnings.push_back(fmt::format("deviation: {} of {} registered blocks have no rows (blocks {})",
                                    missing_blocks.size(), d.blocks, fmt::join(missing_blocks, ", ")));

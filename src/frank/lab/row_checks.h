@@ -12,6 +12,8 @@
 
 namespace frank::lab {
 
-std::vector<std::string> check_rows(const std::vector<Row>& rows, const Design& design);
+// Drops the rows of blocks that have only one arm (reported as a deviation) and returns the
+// deviations; throws on rows the design cannot have produced.
+std::vector<std::string> check_rows(std::vector<Row>& rows, const Design& design);
 
 }  // namespace frank::lab
