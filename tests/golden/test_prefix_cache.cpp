@@ -152,5 +152,26 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedWithinBudget) {
   EXPECT_LE(cache.bytes(), 2 * one + one / 2);
 }
 
+TEST(PrefixCache, ConversationTooLargeForTheBudgetLeavesWhatItExtends) {
+  auto m = model::synthetic_model("tiny", 5);
+  Model model(std::move(m.config), std::move(m.weights));
+  const auto tokens = random_tokens(80, 4, 256);
+  const std::vector<int32_t> first(tokens.begin(), tokens.begin() + 40);
+  Session s = model.new_session();
+  model.forward(s, first);
+  const size_t budget = session_bytes(s) + 1;
+  PrefixCache cache(budget);
+  cache.store(first, s, {});
+  model.forward(s, std::span<const int32_t>(tokens).subspan(40));
+  ASSERT_GT(session_bytes(s), budget);  // compressed entries and indexer keys grew
+  cache.store(tokens, s, {});  // the grown conversation does not fit
+  // The turn before it is still kept and is where the next turn of this conversation resumes.
+  EXPECT_EQ(cache.conversations(), 1u);
+  auto next_turn = tokens;
+  next_turn.push_back(7);
+  ASSERT_TRUE(cache.resume(next_turn));
+  EXPECT_EQ(cache.resume(next_turn)->reused_tokens, 40);
+}
+
 }  // namespace
 }  // namespace frank::engine

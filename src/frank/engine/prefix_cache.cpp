@@ -54,13 +54,15 @@ void PrefixCache::store(std::vector<int32_t> tokens, Session session, std::vecto
   Conversation c{std::move(tokens), std::move(session), std::move(checkpoints)};
   c.bytes = session_bytes(c.session);
   for (const auto& k : c.checkpoints) c.bytes += k.bytes();
+  // Larger than the whole budget: not kept, and the kept conversations stay as they are (one this
+  // conversation extends is still the best resume point for its next turn).
+  if (c.bytes > budget_) return;
   // A kept conversation whose tokens this one starts with is superseded by it.
   std::erase_if(lru_, [&](const Conversation& old) {
     const bool superseded = common_prefix(old.tokens, c.tokens) == static_cast<int64_t>(old.tokens.size());
     if (superseded) bytes_ -= old.bytes;
     return superseded;
   });
-  if (c.bytes > budget_) return;
   bytes_ += c.bytes;
   lru_.push_front(std::move(c));
   while (bytes_ > budget_) {
