@@ -104,6 +104,12 @@ TEST(LabWorkload, ReadsSessions) {
   EXPECT_EQ(sessions[0].turns[1].completion_tokens, 3);
   EXPECT_FALSE(sessions[0].turns[1].message.contains("completion_tokens"));  // not sent to the engine
   EXPECT_DOUBLE_EQ(sessions[0].turns[2].tool_time_s, 0.5);
+  std::string forced = kSession;
+  const std::string last_turn = "\"completion_tokens\":2";
+  forced.replace(forced.find(last_turn), last_turn.size(), last_turn + ",\"token_ids\":[5,6]");
+  const auto with_ids = load_workload(temp_file("f.jsonl", forced));
+  EXPECT_EQ(with_ids[0].turns[3].token_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_FALSE(with_ids[0].turns[3].message.contains("token_ids"));
 }
 
 TEST(LabWorkload, BadSessionsAreErrorsNamingTheLine) {
@@ -120,6 +126,8 @@ TEST(LabWorkload, BadSessionsAreErrorsNamingTheLine) {
   expect_error([&] { load_workload(temp_file("b.jsonl", with("\"role\":\"user\"", "\"role\":\"robot\""))); },
                "unknown role \"robot\"");
   expect_error([&] { load_workload(temp_file("b.jsonl", kSession + "\n" + kSession)); }, "appears twice");
+  expect_error([&] { load_workload(temp_file("b.jsonl", with("\"completion_tokens\":2", "\"completion_tokens\":2,\"token_ids\":[1]"))); },
+               "\"token_ids\" must be a list of completion_tokens ids");
   expect_error([&] { load_workload(temp_file("b.jsonl", "{")); }, "not valid JSON");
   expect_error([&] { load_workload(temp_file("b.jsonl", "")); }, "has no session");
 }

@@ -30,6 +30,10 @@ Counters read_counters(EngineClient& client) {
   return {parse_prometheus_text(reply.body), true};
 }
 
+double read_verify_steps(EngineClient& client) {
+  return metric_sum(read_counters(client).samples, "frank_verify_steps_total");
+}
+
 // Sends one streamed chat request and times it. Returns the engine's reply text (for graders).
 std::string timed_request(EngineClient& client, const json& body, RequestRecord& record, const std::string& where) {
   std::string text;
@@ -46,8 +50,11 @@ std::string timed_request(EngineClient& client, const json& body, RequestRecord&
     first = false;
     last_chunk = now;
     const json& choice = event["choices"][0];
-    if (choice.contains("delta") && choice["delta"].contains("content") && choice["delta"]["content"].is_string())
-      text += choice["delta"]["content"].get<std::string>();
+    // The reply as the agent would see it: reasoning (thinking mode) and content.
+    if (choice.contains("delta") && choice["delta"].is_object())
+      for (const char* key : {"reasoning_content", "content"})
+        if (choice["delta"].contains(key) && choice["delta"][key].is_string())
+          text += choice["delta"][key].get<std::string>();
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
       record.finish_reason = choice["finish_reason"].get<std::string>();
   });
@@ -115,14 +122,18 @@ DrawResult run_draw(EngineClient& client, const std::vector<AgentSession>& workl
                   {"ignore_eos", true},
                   {"temperature", 0}};
         if (!session.tools.empty()) body["tools"] = session.tools;
+        // Recorded ids: the engine decodes exactly those (frank's forced-decode extension).
+        if (!turn.token_ids.empty()) body["forced_completion_ids"] = turn.token_ids;
         RequestRecord record;
         record.session = session.id;
         record.turn = static_cast<int>(i);
+        const double verify_before = before.available ? read_verify_steps(client) : 0;
         const auto sent = Clock::now();
         record.gap_s = seconds(sent - previous_end);
         const std::string reply =
             timed_request(client, body, record, fmt::format("session {} turn {}", session.id, i));
         previous_end = Clock::now();
+        if (before.available) record.verify_steps = read_verify_steps(client) - verify_before;
         transcript["replies"].push_back({{"turn", i}, {"content", reply}});
         draw.requests.push_back(record);
       }
@@ -171,7 +182,12 @@ std::map<std::string, double> DrawResult::metrics() const {
   if (decode_s > 0) m["decode_tokens_per_s"] = static_cast<double>(decode_steps) / decode_s;
   if (decode_steps > 0) m["ms_per_decode_step"] = 1000 * decode_s / static_cast<double>(decode_steps);
   const double verify_steps = metric_sum(counters, "frank_verify_steps_total");
-  if (verify_steps > 0) m["tokens_per_verify_step"] = static_cast<double>(output_tokens) / verify_steps;
+  if (verify_steps > 0) {
+    m["tokens_per_verify_step"] = static_cast<double>(output_tokens) / verify_steps;
+    // The engine's own timing of its verify steps, when it keeps a histogram of them.
+    const double verify_seconds = metric_sum(counters, "frank_verify_step_seconds_sum");
+    if (verify_seconds > 0) m["ms_per_verify_step"] = 1000 * verify_seconds / verify_steps;
+  }
   if (sessions_graded > 0) m["passed"] = static_cast<double>(sessions_passed) / sessions_graded;
   return m;
 }
@@ -188,6 +204,7 @@ json DrawResult::to_json() const {
                     {"gap_s", r.gap_s},
                     {"ttft_s", r.ttft_s},
                     {"decode_s", r.decode_s},
+                    {"verify_steps", r.verify_steps},
                     {"finish_reason", r.finish_reason}});
   json doc{{"metrics", metrics()}, {"requests", reqs}};
   if (has_counters) doc["server_counters"] = counters;

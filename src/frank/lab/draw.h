@@ -25,6 +25,7 @@ struct RequestRecord {
   double gap_s = 0;   // from the end of the previous request (or the draw's start) to this one
   double ttft_s = 0;  // request sent -> first streamed chunk
   double decode_s = 0;  // first chunk -> last chunk
+  double verify_steps = 0;  // the engine's frank_verify_steps_total moved by this much (0: none or unknown)
   std::string finish_reason;
   bool warm() const { return cached_tokens > 0; }
 };

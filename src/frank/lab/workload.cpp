@@ -36,6 +36,16 @@ SessionTurn parse_turn(const json& turn, const std::string& where, std::set<std:
         turn.at("completion_tokens").get<int64_t>() < 1 || turn.at("completion_tokens").get<int64_t>() > (1 << 20))
       throw Error(fmt::format("{}: \"completion_tokens\" must be an integer in 1..1048576", where));
     out.completion_tokens = turn.at("completion_tokens").get<int>();
+    if (turn.contains("token_ids")) {
+      const json& ids = turn.at("token_ids");
+      if (!ids.is_array() || ids.size() != static_cast<size_t>(out.completion_tokens))
+        throw Error(fmt::format("{}: \"token_ids\" must be a list of completion_tokens ids", where));
+      for (const auto& id : ids) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+          throw Error(fmt::format("{}: \"token_ids\" holds token ids (integers >= 0)", where));
+        out.token_ids.push_back(id.get<int32_t>());
+      }
+    }
     if (turn.contains("tool_calls")) {
       if (!turn.at("tool_calls").is_array()) throw Error(fmt::format("{}: \"tool_calls\" must be a list", where));
       for (const auto& call : turn.at("tool_calls")) {

@@ -14,6 +14,7 @@ namespace frank::lab {
 struct SessionTurn {
   nlohmann::json message;         // the OpenAI chat message as sent (role, content, tool_calls, ...)
   int completion_tokens = 0;      // assistant turns: tokens to ask for (the recorded length)
+  std::vector<int32_t> token_ids;  // assistant turns, optional: the recorded ids, forced on the engine
   double tool_time_s = 0.0;       // tool turns: how long the tool ran when recorded
 };
 
