@@ -1,6 +1,7 @@
 // `frank lab`: pre-registered A/B designs. `register` fixes a design before anything runs (its
 // id, the start order of every block, the smallest reachable p and, given earlier rows, the
-// detectable effect); `analyze` turns its rows into tests, intervals and a verdict.
+// detectable effect); `analyze` turns its rows into tests, intervals and a verdict (as text, JSON
+// or an HTML page with plots).
 #include <fmt/format.h>
 
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "frank/lab/analysis.h"
 #include "frank/lab/analysis_json.h"
 #include "frank/lab/design.h"
+#include "frank/lab/html_report.h"
 #include "frank/lab/ledger.h"
 #include "frank/lab/power.h"
 #include "frank/lab/registration.h"
@@ -33,6 +35,7 @@ struct AnalyzeOptions {
   std::string ledger;
   std::string rows;
   std::string json_out;
+  std::string html_out;
 };
 
 std::string covariate_name(const lab::Design& d) { return d.covariate ? d.covariate->name : ""; }
@@ -63,6 +66,7 @@ void run_analyze(const AnalyzeOptions& o) {
                                      : lab::read_ledger(o.ledger, id);
   const lab::Analysis analysis = lab::analyze(design, id, rows);
   if (!o.json_out.empty()) write_file(o.json_out, lab::analysis_to_json(design, analysis).dump(2) + "\n");
+  if (!o.html_out.empty()) write_file(o.html_out, lab::analysis_html(design, analysis, rows));
   std::cout << lab::analysis_report(design, analysis);
 }
 
@@ -91,6 +95,7 @@ void register_lab(CLI::App& app) {
   ledger->excludes(rows);
   rows->excludes(ledger);
   an_cmd->add_option("--json", an->json_out, "write the analysis as JSON to FILE");
+  an_cmd->add_option("--html", an->html_out, "write the analysis as a self-contained HTML page with plots to FILE");
   an_cmd->callback([an] {
     if (an->ledger.empty() && an->rows.empty()) throw Error("lab analyze: give --ledger FILE or --rows CSV");
     run_analyze(*an);

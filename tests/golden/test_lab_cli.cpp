@@ -1,5 +1,5 @@
 // `frank lab register` and `frank lab analyze` as a user calls them: the printed design id is
-// the SHA-256 of the --out file, the analysis JSON carries the verdict, bad input exits 1.
+// the SHA-256 of the --out file, the analysis JSON and HTML carry the verdict, bad input exits 1.
 // Skipped while the binary has no `lab` subcommand (register_lab not yet wired into main.cpp).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,6 +20,7 @@ using frank::test::run_frank;
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -76,6 +77,21 @@ TEST_F(LabCli, AnalyzeRowsWritesJson) {
   EXPECT_EQ(j["design_id"], id);
   EXPECT_EQ(j["verdict"], "adopt");
   EXPECT_EQ(j["sign_test_p"], 1.0 / 32);
+}
+
+TEST_F(LabCli, AnalyzeRowsWritesHtml) {
+  test::write_text(dir / "rows.csv",
+                   "block,arm,value,decode_s\n0,main,10,8\n0,fast,9,7\n1,main,10,8\n1,fast,9.5,7.5\n"
+                   "2,main,12,9\n2,fast,11,8\n3,main,11,9\n3,fast,10,8\n4,main,10,8\n4,fast,9.9,7.9\n");
+  const auto r = run_frank(fmt::format("lab analyze --design {} --rows {} --html {}", (dir / "design.json").string(),
+                                   (dir / "rows.csv").string(), (dir / "report.html").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output();
+  ASSERT_TRUE(std::filesystem::exists(dir / "report.html"));
+  const std::string html = read_text(dir / "report.html");
+  EXPECT_THAT(html, StartsWith("<!DOCTYPE html>"));
+  EXPECT_THAT(html, HasSubstr("<strong>adopt</strong>"));
+  EXPECT_THAT(html, HasSubstr(id));
+  EXPECT_THAT(html, HasSubstr("<h2>Time breakdown</h2>"));  // the CSV's decode_s column
 }
 
 TEST_F(LabCli, BadInputExitsWithOne) {

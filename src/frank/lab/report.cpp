@@ -5,41 +5,19 @@
 
 #include <cmath>
 
+#include "frank/lab/report_text.h"
+
 namespace frank::lab {
 namespace {
-
-std::string percent(double x) { return std::isnan(x) ? "n/a" : fmt::format("{:+.2f}%", 100.0 * x); }
-
-std::string interval_text(const MeanInterval& m) {
-  if (std::isnan(m.lower)) return "no interval (one block)";
-  return fmt::format("[{}, {}]", percent(m.lower), percent(m.upper));
-}
-
-std::string rule_text(const DecisionRule& r) {
-  switch (r.kind) {
-    case DecisionRule::Kind::AllBlocksBetter: return "all blocks better";
-    case DecisionRule::Kind::SignTest: return fmt::format("sign test, alpha {}", r.alpha);
-    case DecisionRule::Kind::Permutation: return fmt::format("permutation test, alpha {}", r.alpha);
-    case DecisionRule::Kind::Bands:
-      return fmt::format(
-          "bands: expected improvement {}, adopt if lower end >= {} of it, reject if upper end < {} of it",
-          percent(r.expected_improvement), r.adopt_if_lower_at_least, r.reject_if_upper_below);
-  }
-  return "";
-}
 
 void append_summary(std::string& out, const Design& d, const EffectSummary& s) {
   out += fmt::format("{:>6}  {:>14}  {:>14}  {:>9}\n", "block", d.baseline, d.treatment(), "effect");
   for (const BlockEffect& b : s.blocks)
-    out += fmt::format("{:>6}  {:>14.6g}  {:>14.6g}  {:>9}\n", b.block, b.baseline, b.treatment, percent(b.effect));
-  out += fmt::format("mean effect   {}  95% CI {} (t-interval over {} blocks)\n", percent(s.mean_effect),
-                     interval_text(s.ci95), s.blocks.size());
-  out += fmt::format("sign test     {} better, {} worse, {} tied: p = {:.4g} (one-sided, better)\n", s.sign.better,
-                     s.sign.worse, s.sign.ties, s.sign.p_better);
-  out += fmt::format("permutation   p = {:.4g} (one-sided, better; {})\n", s.permutation.p_better,
-                     s.permutation.exact ? fmt::format("exact over {:.0f} assignments", s.permutation.assignments)
-                                         : fmt::format("Monte Carlo, {} of {:.4g} assignments", s.permutation.samples,
-                                                       s.permutation.assignments));
+    out +=
+        fmt::format("{:>6}  {:>14.6g}  {:>14.6g}  {:>9}\n", b.block, b.baseline, b.treatment, signed_percent(b.effect));
+  out += fmt::format("mean effect   {}\n", mean_effect_text(s));
+  out += fmt::format("sign test     {}\n", sign_test_text(s.sign));
+  out += fmt::format("permutation   {}\n", permutation_text(s.permutation));
 }
 
 }  // namespace
@@ -85,14 +63,8 @@ std::string analysis_report(const Design& d, const Analysis& a) {
                      a.primary.estimand);
   append_summary(out, d, a.primary);
   out += fmt::format("rule          {}: {} ({})\n", rule_text(d.decision), to_string(a.rule.verdict), a.rule.reason);
-  if (a.drift)
-    out += fmt::format("drift guard   {}: mean drift {}, 90% CI {}, margin +/-{:.2f}%\n",
-                       a.drift->pass ? "pass" : "FAIL", percent(a.drift->drift.mean), interval_text(a.drift->drift),
-                       100.0 * a.drift->guard.max_relative_drift);
-  for (const QualityCheck& q : a.quality)
-    out += fmt::format("quality guard {}: {}: mean worsening {:.4g}, 95% upper bound {:.4g} vs margin {} ({})\n",
-                       q.guard.metric, q.pass ? "pass" : "FAIL", q.worsening.mean, q.worsening.upper, q.guard.margin,
-                       q.guard.scale == QualityGuard::Scale::Absolute ? "absolute" : "relative");
+  if (a.drift) out += fmt::format("drift guard   {}\n", drift_text(*a.drift));
+  for (const QualityCheck& q : a.quality) out += fmt::format("quality guard {}: {}\n", q.guard.metric, quality_text(q));
   if (a.secondary) {
     out += fmt::format("\nsecondary estimand {} (reported, not decided on):\n", a.secondary->estimand);
     append_summary(out, d, *a.secondary);
