@@ -152,6 +152,20 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedWithinBudget) {
   EXPECT_LE(cache.bytes(), 2 * one + one / 2);
 }
 
+TEST(ModelLogits, LastOnlyEqualsTheLastRowOfAll) {
+  // The server's prefill asks for the last position's logits only; they must be the same numbers.
+  auto m = model::synthetic_model("tiny", 6);
+  Model model(std::move(m.config), std::move(m.weights));
+  const auto tokens = random_tokens(37, 8, 256);
+  Session all_session = model.new_session(), last_session = model.new_session();
+  const Tensor all = model.forward(all_session, tokens);
+  const Tensor last = model.forward(last_session, tokens, Model::Logits::Last);
+  ASSERT_EQ(last.rows(), 1);
+  ASSERT_EQ(last.cols(), all.cols());
+  for (int64_t v = 0; v < all.cols(); ++v) ASSERT_EQ(last.row(0)[v], all.row(all.rows() - 1)[v]) << v;
+  EXPECT_EQ(last_session.position, all_session.position);
+}
+
 TEST(PrefixCache, ConversationTooLargeForTheBudgetLeavesWhatItExtends) {
   auto m = model::synthetic_model("tiny", 5);
   Model model(std::move(m.config), std::move(m.weights));

@@ -74,7 +74,7 @@ void Model::validate(const Session& session, std::span<const int32_t> ids) const
     throw Error("session was made for a different model");
 }
 
-Tensor Model::forward(Session& session, std::span<const int32_t> ids) const {
+Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits logits) const {
   validate(session, ids);
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(ids.size());
@@ -94,10 +94,11 @@ Tensor Model::forward(Session& session, std::span<const int32_t> ids) const {
             [&](const Tensor& x) { return moe_forward(c, L.moe, c.hash_routed[l], x, tokens); });
   }
 
-  Tensor hidden({n, int64_t{D}});
-  for (int64_t t = 0; t < n; ++t) {
-    hyper_head(c, weights_.hc_head, streams.row(t), hidden.row(t));
-    cpu::rms_norm(hidden.row(t), D, weights_.norm.data.data(), c.rms_norm_eps);
+  const int64_t first = logits == Logits::Last ? n - 1 : 0;
+  Tensor hidden({n - first, int64_t{D}});
+  for (int64_t t = first; t < n; ++t) {
+    hyper_head(c, weights_.hc_head, streams.row(t), hidden.row(t - first));
+    cpu::rms_norm(hidden.row(t - first), D, weights_.norm.data.data(), c.rms_norm_eps);
   }
   session.position += n;
   return cpu::linear(hidden, weights_.head);

@@ -31,10 +31,14 @@ class Model {
   // never loaded into another.
   const std::string& fingerprint() const { return fingerprint_; }
 
-  // Logits [ids.size(), vocab] for `ids` at positions session.position ...; advances the session.
-  // Throws frank::Error (leaving the session untouched) for ids outside the vocabulary or a
-  // sequence longer than max_position_embeddings.
-  Tensor forward(Session& session, std::span<const int32_t> ids) const;
+  // Which positions' logits a call returns: all of them, or only the last one (a prefill that
+  // only samples the next token: the vocabulary-wide head is then computed once, not per token).
+  enum class Logits { All, Last };
+
+  // Logits [ids.size(), vocab] (or [1, vocab] for Logits::Last) for `ids` at positions
+  // session.position ...; advances the session. Throws frank::Error (leaving the session
+  // untouched) for ids outside the vocabulary or a sequence longer than max_position_embeddings.
+  Tensor forward(Session& session, std::span<const int32_t> ids, Logits logits = Logits::All) const;
 
  private:
   void validate(const Session& session, std::span<const int32_t> ids) const;

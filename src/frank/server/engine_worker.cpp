@@ -74,13 +74,12 @@ EngineWorker::EngineWorker(const engine::Model& model, Metrics& metrics, int con
     : model_(model), metrics_(metrics), context_length_(context_length), prefix_(prefix), debug_(debug) {}
 
 Tensor EngineWorker::forward(engine::Session& session, std::span<const int32_t> ids) {
-  const int64_t first_position = session.position;
-  Tensor logits = model_.forward(session, ids);
+  // Only the last position's logits are ever sampled from: the head runs once per call.
+  Tensor logits = model_.forward(session, ids, engine::Model::Logits::Last);
   metrics_.add("frank_steps_total", 1);
   if (debug_.logit_noise > 0)
-    for (int64_t r = 0; r < logits.rows(); ++r)
-      perturb_logits(std::span<float>(logits.row(r), static_cast<size_t>(logits.cols())), first_position + r,
-                     debug_.logit_noise);
+    perturb_logits(std::span<float>(logits.row(0), static_cast<size_t>(logits.cols())), session.position - 1,
+                   debug_.logit_noise);
   if (debug_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(debug_.step_delay_ms));
   return logits;
 }

@@ -36,7 +36,8 @@ class EngineWorker {
   JobEnd generate(Job& job);
   // Where the prompt can start: a cached or stored session, or a new one.
   engine::Resume resume(const std::vector<int32_t>& prompt);
-  // One forward call on the model, counted, with the debug faults applied.
+  // One forward call on the model, counted, with the debug faults applied: the last position's
+  // logits, [1, vocab].
   Tensor forward(engine::Session& session, std::span<const int32_t> ids);
   void keep(std::vector<int32_t> tokens, engine::Session session, std::vector<engine::SessionCheckpoint> checkpoints);
 
