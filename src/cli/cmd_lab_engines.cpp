@@ -14,6 +14,8 @@
 #include "frank/lab/draw.h"
 #include "frank/lab/fidelity_screen.h"
 #include "frank/lab/gpu_telemetry.h"
+#include "frank/lab/registration.h"
+#include "frank/lab/report.h"
 #include "frank/lab/runner.h"
 
 namespace frank::cli {
@@ -65,6 +67,8 @@ void run_draw(const DrawOptions& o) {
 
 void run_design(const RunOptions& o) {
   const lab::Design design = lab::load_design(o.design);
+  // What was registered, before anything runs: the id, the start orders and the smallest p.
+  std::cout << lab::registration_report(design, lab::register_design(design), std::nullopt) << std::endl;
   lab::RunOptions options;
   options.design_dir = std::filesystem::absolute(o.design).parent_path();
   options.ledger = o.ledger;

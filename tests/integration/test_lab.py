@@ -76,6 +76,8 @@ def test_ab_design_with_a_delayed_arm_is_rejected(tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     run = frank("lab", "run", str(design), "--ledger", str(ledger))
     print(run.stdout)
+    # The registration (id and smallest reachable p) is printed before the first engine starts.
+    assert run.stdout.index(registered.stdout.splitlines()[0]) < run.stdout.index("starting")
     lines = ledger_lines(ledger)
     draws = [l for l in lines if l["kind"] == "draw"]
     assert len(draws) == 6 and all(l["metrics"]["passed"] == 1 for l in draws)
