@@ -8,6 +8,7 @@
 
 #include "frank/core/error.h"
 #include "frank/core/sha256.h"
+#include "frank/core/splitmix64.h"
 #include "frank/lab/fidelity.h"
 #include "frank/lab/ledger.h"
 #include "frank/lab/ledger_writer.h"
@@ -130,6 +131,34 @@ TEST(LabWorkload, BadSessionsAreErrorsNamingTheLine) {
                "\"token_ids\" must be a list of completion_tokens ids");
   expect_error([&] { load_workload(temp_file("b.jsonl", "{")); }, "not valid JSON");
   expect_error([&] { load_workload(temp_file("b.jsonl", "")); }, "has no session");
+}
+
+// Bounded fuzz: mutated workload lines either load or fail with frank::Error (never another
+// exception, never a crash); the Prometheus reader never throws.
+TEST(LabParsersFuzz, MutatedInputsGiveCleanErrors) {
+  SplitMix64 rng(20261129);
+  int loaded = 0, refused = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = kSession;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % text.size();
+      switch (rng() % 3) {
+        case 0: text[at] = static_cast<char>(rng() % 128); break;
+        case 1: text.erase(at, 1 + rng() % 8); break;
+        default: text.insert(at, std::string(1, "{}[]\",:0-e\\"[rng() % 10]));
+      }
+    }
+    try {
+      load_workload(temp_file("fuzz.jsonl", text));
+      ++loaded;
+    } catch (const Error&) {
+      ++refused;
+    }
+    EXPECT_NO_THROW(parse_prometheus_text(text));
+  }
+  EXPECT_GT(refused, 1000);  // the mutations mostly break the session
+  EXPECT_GT(loaded, 0);      // and some (in free text) leave it valid
 }
 
 TEST(LabLedgerChain, AppendsVerifiesAndFindsEdits) {

@@ -41,7 +41,7 @@ std::string timed_request(EngineClient& client, const json& body, RequestRecord&
   Clock::time_point first_chunk, last_chunk;
   json usage;
   const auto sent = Clock::now();
-  const HttpReply reply = client.post_stream("/v1/chat/completions", body, [&](const json& event) {
+  auto on_chunk = [&](const json& event) {
     const auto now = Clock::now();
     if (event.contains("error")) throw Error(fmt::format("{}: the engine reported an error: {}", where, event.dump()));
     if (event.contains("usage") && event["usage"].is_object()) usage = event["usage"];
@@ -50,6 +50,7 @@ std::string timed_request(EngineClient& client, const json& body, RequestRecord&
     first = false;
     last_chunk = now;
     const json& choice = event["choices"][0];
+    if (!choice.is_object()) return;
     // The reply as the agent would see it: reasoning (thinking mode) and content.
     if (choice.contains("delta") && choice["delta"].is_object())
       for (const char* key : {"reasoning_content", "content"})
@@ -57,6 +58,14 @@ std::string timed_request(EngineClient& client, const json& body, RequestRecord&
           text += choice["delta"][key].get<std::string>();
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
       record.finish_reason = choice["finish_reason"].get<std::string>();
+  };
+  const HttpReply reply = client.post_stream("/v1/chat/completions", body, [&](const json& event) {
+    try {
+      on_chunk(event);
+    } catch (const json::exception& e) {
+      throw Error(fmt::format("{}: the engine streamed a malformed chunk ({}): {}", where, e.what(),
+                              event.dump().substr(0, 300)));
+    }
   });
   if (!reply.ok())
     throw Error(fmt::format("{}: {}", where,
@@ -66,10 +75,14 @@ std::string timed_request(EngineClient& client, const json& body, RequestRecord&
   record.ttft_s = seconds(first_chunk - sent);
   record.decode_s = seconds(last_chunk - first_chunk);
   if (usage.is_object()) {
-    record.prompt_tokens = usage.value("prompt_tokens", 0);
-    record.completion_tokens = usage.value("completion_tokens", 0);
-    if (usage.contains("prompt_tokens_details") && usage["prompt_tokens_details"].is_object())
-      record.cached_tokens = usage["prompt_tokens_details"].value("cached_tokens", 0);
+    try {
+      record.prompt_tokens = usage.value("prompt_tokens", 0);
+      record.completion_tokens = usage.value("completion_tokens", 0);
+      if (usage.contains("prompt_tokens_details") && usage["prompt_tokens_details"].is_object())
+        record.cached_tokens = usage["prompt_tokens_details"].value("cached_tokens", 0);
+    } catch (const json::exception& e) {
+      throw Error(fmt::format("{}: the engine's usage is malformed ({}): {}", where, e.what(), usage.dump()));
+    }
   }
   return text;
 }

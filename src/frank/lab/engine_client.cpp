@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <exception>
+
 #include "frank/core/error.h"
 
 namespace frank::lab {
@@ -85,12 +87,22 @@ HttpReply EngineClient::post_stream(const std::string& path, const json& body,
     status = response.status;
     return true;
   };
+  // An exception must not unwind through cpp-httplib: it is kept, the transfer aborted, and the
+  // exception rethrown here.
+  std::exception_ptr failure;
   request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-    if (status >= 200 && status < 300) parser.feed(data, size);
-    else raw.append(data, size);
-    return true;
+    try {
+      if (status >= 200 && status < 300) parser.feed(data, size);
+      else raw.append(data, size);
+      return true;
+    } catch (...) {
+      failure = std::current_exception();
+      return false;
+    }
   };
-  return reply_of(client_->send(request), std::move(raw));
+  HttpReply reply = reply_of(client_->send(request), std::move(raw));
+  if (failure) std::rethrow_exception(failure);
+  return reply;
 }
 
 std::string served_model_id(EngineClient& client) {

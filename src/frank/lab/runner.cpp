@@ -32,19 +32,24 @@ LedgerState ledger_state(const std::vector<json>& lines, const std::string& desi
   LedgerState state;
   for (size_t i = 0; i < lines.size(); ++i) {
     const json& line = lines[i];
-    if (line.value("design", "") != design_id)
+    if (!line.contains("design") || line["design"] != design_id)
       throw Error(fmt::format("ledger line {} belongs to design {}, not {}: use another ledger file", i + 1,
-                              line.value("design", "?"), design_id));
-    const std::string kind = line.value("kind", "");
+                              line.contains("design") ? line["design"].dump() : std::string("none"), design_id));
+    const std::string kind = line.contains("kind") && line["kind"].is_string() ? line["kind"].get<std::string>() : "";
     if (kind != "draw" && kind != "event") throw Error(fmt::format("ledger line {}: unknown kind \"{}\"", i + 1, kind));
     if (!line.contains("block")) continue;  // run-level events
-    const Unit unit{line.at("block").get<int64_t>(), line.at("arm").get<std::string>(),
-                    line.at("start").get<int64_t>()};
-    if (kind == "draw") {
-      state.draws[unit] = std::max(state.draws[unit], line.at("draw").get<int64_t>() + 1);
-      ++state.total_draws;
-    } else if (line.value("event", "") == "start_failed" || line.value("event", "") == "engine_crashed") {
-      state.ended.insert(unit);
+    try {
+      const Unit unit{line.at("block").get<int64_t>(), line.at("arm").get<std::string>(),
+                      line.at("start").get<int64_t>()};
+      if (kind == "draw") {
+        state.draws[unit] = std::max(state.draws[unit], line.at("draw").get<int64_t>() + 1);
+        ++state.total_draws;
+      } else if (line.value("event", "") == "start_failed" || line.value("event", "") == "engine_crashed") {
+        state.ended.insert(unit);
+      }
+    } catch (const json::exception& e) {
+      throw Error(fmt::format("ledger line {}: block, arm, start or draw is missing or mistyped ({})", i + 1,
+                              e.what()));
     }
   }
   return state;
