@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -21,7 +22,6 @@ namespace frank::cpu::detail {
 namespace {
 
 constexpr float kE4m3HalfUnscale = 256.0f;  // undoes the 2^-8 of the fp16 decode
-constexpr int16_t kHalfNaNPattern = 0x3F80;  // e4m3 exponent 15, mantissa 7, in the fp16 layout
 constexpr int kFp8Step = 16;                 // columns per step: one 16-byte load
 
 // With 16 ymm registers, 8 tokens get one accumulator each; fewer tokens get two, so that the
@@ -39,17 +39,20 @@ FRANK_AVX2 inline __m256i e4m3_to_half_bits(__m128i bytes) {
 template <int NT>
 FRANK_AVX2 inline void fp8_step(const uint8_t* bytes, const float* x, int64_t x_stride, float scale,
                                 __m256 (&acc)[NT][kChains<NT>]) {
-  const __m256i half = e4m3_to_half_bits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  const __m128i e4m3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));
+  const __m256i half = e4m3_to_half_bits(e4m3);
   const __m256 scale8 = _mm256_set1_ps(scale);
   __m256 w0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(half)), scale8);
   __m256 w1 = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(half, 1)), scale8);
-  const __m256i nans = _mm256_cmpeq_epi16(_mm256_and_si256(half, _mm256_set1_epi16(0x7FFF)),
-                                          _mm256_set1_epi16(kHalfNaNPattern));
-  if (!_mm256_testz_si256(nans, nans)) [[unlikely]] {
+  // NaN bytes are those with all 7 exponent and mantissa bits set.
+  const __m128i magnitude_bits = _mm_set1_epi8(0x7F);
+  const __m128i nans = _mm_cmpeq_epi8(_mm_and_si128(e4m3, magnitude_bits), magnitude_bits);
+  if (_mm_movemask_epi8(nans) != 0) [[unlikely]] {
     const __m256 nan = _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
-    w0 = _mm256_blendv_ps(w0, nan, _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(nans))));
-    w1 = _mm256_blendv_ps(w1, nan, _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(nans, 1))));
+    w0 = _mm256_blendv_ps(w0, nan, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(nans)));
+    w1 = _mm256_blendv_ps(w1, nan, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(nans, 8))));
   }
+  #pragma GCC unroll 8  // keeps acc[][] in registers: -O2 alone leaves it on the stack
   for (int t = 0; t < NT; ++t) {
     const float* xt = x + t * x_stride;
     acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt), acc[t][0]);
@@ -67,24 +70,29 @@ template <int NT>
 FRANK_AVX2 void fp8_rows(const float* x, const Fp8BlockMatrix& w, float* y, int64_t row_begin,
                          int64_t row_end) {
   const float* ue8m0 = ue8m0_table();
-  const int64_t full_steps_end = w.cols - w.cols % kFp8Step;
   for (int64_t i = row_begin; i < row_end; ++i) {
     const uint8_t* row = w.weight + i * w.cols;
     const uint8_t* row_scales = w.scales + (i / w.block) * w.scale_cols();
     __m256 acc[NT][kChains<NT>];
-    for (auto& chains : acc)
-      for (auto& a : chains) a = _mm256_setzero_ps();
-    // The block (32 or 128) is a multiple of 16, so one scale per step.
-    for (int64_t j = 0; j < full_steps_end; j += kFp8Step)
-      fp8_step<NT>(row + j, x + j, w.cols, ue8m0[row_scales[j / w.block]], acc);
-    if (full_steps_end < w.cols) {  // the last cols % 16 columns, zero-padded
-      const auto left = static_cast<size_t>(w.cols - full_steps_end);
-      alignas(32) uint8_t bytes[kFp8Step] = {};
-      alignas(32) float xs[NT][kFp8Step] = {};
-      std::memcpy(bytes, row + full_steps_end, left);
-      for (int t = 0; t < NT; ++t) std::memcpy(xs[t], x + t * w.cols + full_steps_end, left * sizeof(float));
-      fp8_step<NT>(bytes, xs[0], kFp8Step, ue8m0[row_scales[full_steps_end / w.block]], acc);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t)
+      for (int c = 0; c < kChains<NT>; ++c) acc[t][c] = _mm256_setzero_ps();
+    // Block by block (32 or 128 columns, a multiple of the 16-column step), then 16 columns at a time.
+    for (int64_t block_begin = 0, b = 0; block_begin < w.cols; block_begin += w.block, ++b) {
+      const float scale = ue8m0[row_scales[b]];
+      const int64_t block_end = std::min(block_begin + w.block, w.cols);
+      int64_t j = block_begin;
+      for (; j + kFp8Step <= block_end; j += kFp8Step) fp8_step<NT>(row + j, x + j, w.cols, scale, acc);
+      if (j < block_end) {  // the row's last cols % 16 columns, zero-padded
+        const auto left = static_cast<size_t>(block_end - j);
+        alignas(32) uint8_t bytes[kFp8Step] = {};
+        alignas(32) float xs[NT][kFp8Step] = {};
+        std::memcpy(bytes, row + j, left);
+        for (int t = 0; t < NT; ++t) std::memcpy(xs[t], x + t * w.cols + j, left * sizeof(float));
+        fp8_step<NT>(bytes, xs[0], kFp8Step, scale, acc);
+      }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
       __m256 total = acc[t][0];
       for (int c = 1; c < kChains<NT>; ++c) total = _mm256_add_ps(total, acc[t][c]);
@@ -104,8 +112,9 @@ FRANK_AVX2 void fp4_rows(const float* x, const Fp4Matrix& w, float* y, int64_t r
     const uint8_t* row = w.packed + i * (w.cols / 2);
     const uint8_t* row_scales = w.scales + i * w.scale_cols();
     __m256 acc[NT][kChains<NT>];
-    for (auto& chains : acc)
-      for (auto& a : chains) a = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t)
+      for (int c = 0; c < kChains<NT>; ++c) acc[t][c] = _mm256_setzero_ps();
     for (int64_t g = 0; g < w.scale_cols(); ++g) {
       const __m256 table = _mm256_mul_ps(magnitudes, _mm256_set1_ps(ue8m0[row_scales[g]]));
       for (int half = 0; half < 2; ++half) {  // 16 columns = 8 bytes each
@@ -117,6 +126,7 @@ FRANK_AVX2 void fp4_rows(const float* x, const Fp4Matrix& w, float* y, int64_t r
         const __m256 even = _mm256_xor_ps(_mm256_permutevar8x32_ps(table, bytes), _mm256_castsi256_ps(even_sign));
         const __m256 odd = _mm256_xor_ps(_mm256_permutevar8x32_ps(table, _mm256_srli_epi32(bytes, 4)),
                                          _mm256_castsi256_ps(odd_sign));
+        #pragma GCC unroll 8  // keeps acc[][] in registers: -O2 alone leaves it on the stack
         for (int t = 0; t < NT; ++t) {
           const float* xt = x + t * w.cols + col;
           acc[t][0] = _mm256_fmadd_ps(even, _mm256_loadu_ps(xt), acc[t][0]);
@@ -124,6 +134,7 @@ FRANK_AVX2 void fp4_rows(const float* x, const Fp4Matrix& w, float* y, int64_t r
         }
       }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
       __m256 total = acc[t][0];
       for (int c = 1; c < kChains<NT>; ++c) total = _mm256_add_ps(total, acc[t][c]);
