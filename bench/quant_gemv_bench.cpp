@@ -1,0 +1,177 @@
+// Single-threaded FP8-block / FP4 linear kernels (src/frank/cpu/quant) on DeepSeek-V4-Flash
+// shapes, measured against this machine's DRAM read bandwidth measured in the same run.
+//
+//   quant_gemv_bench [--reps N] [--rotate-mib M] [--bandwidth-mib M]
+//
+// Weights come from DRAM: each shape is copied until the copies total >= --rotate-mib (default 512,
+// well above a 32 MiB LLC) and every call uses the next copy. Bytes moved per call = weights +
+// scales + x + y. Prints Markdown tables (bandwidth, then one row per level / shape / n).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "frank/core/error.h"
+#include "frank/cpu/quant/quant_gemv.h"
+
+namespace {
+
+using frank::cpu::CpuKernels;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int reps = 30;
+  int64_t rotate_mib = 512;
+  int64_t bandwidth_mib = 1024;
+};
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) throw frank::Error(fmt::format("{} needs a value", arg));
+    const int64_t value = std::stoll(argv[++i]);
+    if (arg == "--reps") o.reps = static_cast<int>(value);
+    else if (arg == "--rotate-mib") o.rotate_mib = value;
+    else if (arg == "--bandwidth-mib") o.bandwidth_mib = value;
+    else throw frank::Error(fmt::format("unknown option {}", arg));
+  }
+  if (o.reps < 1) throw frank::Error("--reps must be >= 1");
+  return o;
+}
+
+struct Stats {
+  double median, p25, p75, min, max;
+};
+
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+  return {at(0.5), at(0.25), at(0.75), v.front(), v.back()};
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Sums 64-bit words with 8 independent accumulators: far more load throughput than DRAM gives.
+uint64_t stream_sum(const uint64_t* p, size_t words) {
+  uint64_t acc[8] = {};
+  for (size_t i = 0; i + 8 <= words; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += p[i + k];
+  uint64_t s = 0;
+  for (uint64_t a : acc) s += a;
+  return s;
+}
+
+// DRAM read bandwidth in GB/s over `mib` MiB, the median of `reps` passes, split over `threads`.
+Stats read_bandwidth(const std::vector<uint64_t>& buffer, unsigned threads, int reps) {
+  std::vector<double> gbps;
+  volatile uint64_t sink = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<uint64_t> sums(threads);
+    const size_t per_thread = buffer.size() / threads;
+    const auto start = Clock::now();
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { sums[t] = stream_sum(buffer.data() + t * per_thread, per_thread); });
+    for (auto& th : pool) th.join();
+    const double s = seconds_since(start);
+    for (uint64_t v : sums) sink = sink + v;
+    gbps.push_back(static_cast<double>(per_thread * threads * sizeof(uint64_t)) / s / 1e9);
+  }
+  return stats(gbps);
+}
+
+struct Shape {
+  const char* what;
+  bool fp4;
+  int64_t rows, cols;
+};
+
+// Copies of one random matrix (NaN bytes avoided, scales 2^-9..2^7), enough to exceed the LLC.
+// The copies hold the same bytes: only the addresses matter to the caches.
+struct Rotation {
+  std::vector<std::vector<uint8_t>> weights, scales;
+  int64_t weight_bytes, scale_bytes;
+};
+
+Rotation make_rotation(const Shape& s, int64_t rotate_bytes, std::mt19937& rng) {
+  Rotation r;
+  r.weight_bytes = s.fp4 ? s.rows * s.cols / 2 : s.rows * s.cols;
+  r.scale_bytes = s.fp4 ? s.rows * s.cols / 32 : ((s.rows + 127) / 128) * ((s.cols + 127) / 128);
+  std::uniform_int_distribution<int> byte(0, 255), scale(118, 134);
+  std::vector<uint8_t> w(static_cast<size_t>(r.weight_bytes)), sc(static_cast<size_t>(r.scale_bytes));
+  for (auto& b : w) {
+    b = static_cast<uint8_t>(byte(rng));
+    if (!s.fp4 && (b & 0x7F) == 0x7F) b ^= 1;  // e4m3 NaN -> 448
+  }
+  for (auto& b : sc) b = static_cast<uint8_t>(scale(rng));
+  const int64_t copies = std::max<int64_t>(2, (rotate_bytes + r.weight_bytes - 1) / r.weight_bytes);
+  r.weights.assign(static_cast<size_t>(copies), w);
+  r.scales.assign(static_cast<size_t>(copies), sc);
+  return r;
+}
+
+void call(CpuKernels level, const Shape& s, const Rotation& r, size_t copy, const float* x, int n, float* y) {
+  if (s.fp4) {
+    const frank::cpu::Fp4Matrix w{r.weights[copy].data(), r.scales[copy].data(), s.rows, s.cols};
+    frank::cpu::linear_rows(level, x, n, w, y, 0, s.rows);
+  } else {
+    const frank::cpu::Fp8BlockMatrix w{r.weights[copy].data(), r.scales[copy].data(), s.rows, s.cols, 128};
+    frank::cpu::linear_rows(level, x, n, w, y, 0, s.rows);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options o = parse_args(argc, argv);
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+
+  std::vector<uint64_t> buffer(static_cast<size_t>(o.bandwidth_mib) << 17, 1);  // MiB / 8 bytes
+  const Stats bw1 = read_bandwidth(buffer, 1, 10), bwn = read_bandwidth(buffer, threads, 10);
+  buffer = {};
+  fmt::print("DRAM read bandwidth ({} MiB buffer, 10 passes): 1 thread median {:.1f} GB/s (min {:.1f}, max {:.1f}); "
+             "{} threads median {:.1f} GB/s (min {:.1f}, max {:.1f})\n\n",
+             o.bandwidth_mib, bw1.median, bw1.min, bw1.max, threads, bwn.median, bwn.min, bwn.max);
+
+  const Shape shapes[] = {{"FP8 wq/wo-like 4096x4096", false, 4096, 4096}, {"FP8 1024x4096", false, 1024, 4096},
+                          {"FP8 32768x1024", false, 32768, 1024}, {"FP4 expert gate/up 2048x4096", true, 2048, 4096},
+                          {"FP4 expert down 4096x2048", true, 4096, 2048}};
+  fmt::print("| level | shape | n | median µs | IQR µs | min-max µs | MB moved | GB/s (median) | of 1-thread DRAM BW |\n");
+  fmt::print("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::mt19937 rng(1);
+  for (const Shape& s : shapes) {
+    const Rotation r = make_rotation(s, o.rotate_mib << 20, rng);
+    std::vector<float> x(static_cast<size_t>(8 * s.cols)), y(static_cast<size_t>(8 * s.rows));
+    std::normal_distribution<float> normal;
+    for (auto& v : x) v = normal(rng);
+    for (CpuKernels level : {CpuKernels::Scalar, CpuKernels::Avx2, CpuKernels::Avx512}) {
+      if (!frank::cpu::cpu_supports(level)) continue;
+      for (int n : {1, 2, 4, 8}) {
+        size_t copy = 0;
+        call(level, s, r, copy++, x.data(), n, y.data());  // warm-up (page faults, code)
+        std::vector<double> micros;
+        for (int rep = 0; rep < o.reps; ++rep, copy = (copy + 1) % r.weights.size()) {
+          const auto start = Clock::now();
+          call(level, s, r, copy, x.data(), n, y.data());
+          micros.push_back(seconds_since(start) * 1e6);
+        }
+        const Stats t = stats(micros);
+        const double bytes = static_cast<double>(r.weight_bytes + r.scale_bytes + 4 * n * (s.cols + s.rows));
+        const double gbps = bytes / t.median / 1e3;
+        fmt::print("| {} | {} | {} | {:.0f} | {:.0f}-{:.0f} | {:.0f}-{:.0f} | {:.2f} | {:.1f} | {:.0f}% |\n",
+                   frank::cpu::name(level), s.what, n, t.median, t.p25, t.p75, t.min, t.max, bytes / 1e6, gbps,
+                   100.0 * gbps / bw1.median);
+      }
+    }
+  }
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "error: {}\n", e.what());
+  return 1;
+}
