@@ -3,9 +3,12 @@
 // time (decode: 1-8), with no dequantised copy of W.
 //
 // Numerics (every kernel level): each weight is decoded and scaled exactly to the fp32 value
-// dequantize() gives, and each output is an fp32 sum of the cols products W_ij * x_j in some order
-// (FMA or not). So |y_i - exact_i| <= gamma(cols) * sum_j |W_ij x_j|, gamma(k) = k u / (1 - k u),
-// u = 2^-24 (Higham, Accuracy and Stability, eq. 3.5), plus underflow terms for subnormal products.
+// dequantize() gives (the FP8 SIMD kernels to that value times 2^-8, undone exactly on the sum),
+// and each output is an fp32 sum of the cols products W_ij * x_j in some order (FMA or not). So
+// |y_i - exact_i| <= gamma(cols) * sum_j |W_ij x_j|, gamma(k) = k u / (1 - k u), u = 2^-24
+// (Higham, Accuracy and Stability, eq. 3.5), plus an underflow term when products fall below
+// fp32's normal range (at most cols * 2^-141 with the 2^-8 factor). The scale is read once per
+// block and multiplied into the decoded weights (exact: a power of two), not into partial sums.
 // A NaN weight byte or a NaN scale makes the outputs it touches NaN.
 #include <cstdint>
 #include <string_view>
