@@ -162,12 +162,12 @@ TEST_F(CheckpointReadErrors, ShapeMismatchNamesBothShapes) {
   EXPECT_THAT(error_of([&] { ck_->read_f32("w", {6}); }), HasSubstr("expected [6]"));
 }
 
-TEST_F(CheckpointReadErrors, Fp8AndFp4AreExplainedAsUnsupported) {
+TEST_F(CheckpointReadErrors, Fp8AndFp4AreReadForLinearWeightsOnly) {
   for (const auto& [name, dtype, shape] : std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>>{
            {"fp8", "F8_E4M3", {4}}, {"scale", "F8_E8M0FNU", {2}}, {"packed", "I8", {2}}, {"fp4", "F4", {4}}}) {
     EXPECT_THAT(error_of([&] { ck_->read_f32(name, shape); }),
                 AllOf(HasSubstr("'" + name + "'"), HasSubstr("dtype " + dtype),
-                      HasSubstr("FP8/FP4 checkpoints are not supported yet")));
+                      HasSubstr("FP8/FP4 are read for Linear weights only")));
   }
 }
 

@@ -70,9 +70,9 @@ TEST(Loader, TransformersModuleNamesWithStackedExperts) {
   for (int l = 0; l < c.num_layers; ++l) {
     std::vector<float> gate_up, down;
     for (auto& e : t.weights.layers[l].moe.experts) {
-      gate_up.insert(gate_up.end(), e.gate.data.begin(), e.gate.data.end());
-      gate_up.insert(gate_up.end(), e.up.data.begin(), e.up.data.end());
-      down.insert(down.end(), e.down.data.begin(), e.down.data.end());
+      gate_up.insert(gate_up.end(), e.gate.dense.data.begin(), e.gate.dense.data.end());
+      gate_up.insert(gate_up.end(), e.up.dense.data.begin(), e.up.dense.data.end());
+      down.insert(down.end(), e.down.dense.data.begin(), e.down.dense.data.end());
     }
     specs.push_back({stacked_gate_up_names(l)[0], "F32", {E, 2 * I, D}, test::to_bytes(gate_up)});
     specs.push_back({stacked_down_names(l)[0], "F32", {E, D, I}, test::to_bytes(down)});
@@ -144,16 +144,45 @@ TEST(Loader, HashTableOutsideExpertRange) {
   EXPECT_THAT(msg, HasSubstr("expert 8, outside [0, 8)"));
 }
 
-TEST(Loader, Fp8WeightsAreRejectedClearly) {
-  const auto msg = load_error([](auto& specs, auto&) {
+// Quantized Linear weights: what the loader refuses, and that it names the tensor (the fixtures
+// tiny-v4-fp8-fp4 and tiny-v4-fp8b32-fp4 check the numbers against transformers).
+TEST(Loader, QuantizedWeightsWithoutFittingScalesAreRefused) {
+  auto quantize = [](std::vector<test::TensorSpec>& specs, const std::string& name, const char* dtype,
+                     std::vector<int64_t> values_shape, std::vector<test::TensorSpec> scales) {
     for (auto& s : specs)
-      if (s.name == "layers.0.attn.wq_a.weight") {
-        s.dtype = "F8_E4M3";
-        s.data.resize(s.data.size() / 4);
+      if (s.name == name) {
+        s.dtype = dtype;
+        s.shape = values_shape;
+        s.data.assign(static_cast<size_t>(Tensor::count(values_shape)), '\x38');  // e4m3 1.0
       }
-  });
-  EXPECT_THAT(msg, HasSubstr("F8_E4M3"));
-  EXPECT_THAT(msg, HasSubstr("not supported"));
+    specs.insert(specs.end(), scales.begin(), scales.end());
+  };
+  auto e8m0 = [](const std::string& name, std::vector<int64_t> shape, uint8_t byte) {
+    return test::TensorSpec{name, "F8_E8M0", shape, std::string(static_cast<size_t>(Tensor::count(shape)), static_cast<char>(byte))};
+  };
+  // layers.0.attn.wq_a is [q_lora, hidden] = [32, 64] in the tiny config.
+  EXPECT_THAT(load_error([&](auto& specs, auto&) { quantize(specs, "layers.0.attn.wq_a.weight", "F8_E4M3", {32, 64}, {}); }),
+              HasSubstr("'layers.0.attn.wq_a.weight' is quantized but its scales ('layers.0.attn.wq_a.scale') are missing"));
+  EXPECT_THAT(load_error([&](auto& specs, auto&) {
+                quantize(specs, "layers.0.attn.wq_a.weight", "F8_E4M3", {32, 64}, {e8m0("layers.0.attn.wq_a.scale", {3, 3}, 127)});
+              }),
+              HasSubstr("has shape [3, 3]: not a 128x128 or 32x32 block grid of [32, 64]"));
+  EXPECT_THAT(load_error([&](auto& specs, auto&) {
+                quantize(specs, "layers.0.attn.wq_a.weight", "F8_E4M3", {32, 64},
+                         {{"layers.0.attn.wq_a.scale", "F32", {1, 2}, test::to_bytes(std::vector<float>{1.0f, 3.0f})}});
+              }),
+              HasSubstr("element 1 is 3: not a power of two"));
+  // A routed expert's w1 [32, 64] packed as FP4 must be [32, 32] bytes with [32, 2] scales.
+  EXPECT_THAT(load_error([&](auto& specs, auto&) {
+                quantize(specs, "layers.0.ffn.experts.0.w1.weight", "I8", {32, 64},
+                         {e8m0("layers.0.ffn.experts.0.w1.scale", {32, 2}, 127)});
+              }),
+              HasSubstr("has shape [32, 64], expected [32, 32]"));
+  EXPECT_THAT(load_error([&](auto& specs, auto&) {
+                quantize(specs, "layers.0.ffn.experts.0.w1.weight", "I8", {32, 32},
+                         {e8m0("layers.0.ffn.experts.0.w1.scale", {32, 2}, 127)});
+              }),
+              ::testing::Eq("no error"));
 }
 
 TEST(Loader, UnknownModelTypeIsRejected) {

@@ -1,5 +1,7 @@
 #include "frank/cpu/ops.h"
 
+#include "frank/cpu/quantized_linear.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -19,6 +21,25 @@ void linear(const float* x, int64_t n, const Tensor& w, float* y) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w) {
+  Tensor y({x.rows(), w.rows()});
+  linear(x.data.data(), x.rows(), w, y.data.data());
+  return y;
+}
+
+void linear_rows(const float* x, int64_t n, const LinearWeight& w, int64_t row_begin, int64_t row_end, float* y) {
+  if (w.quantized) {
+    quantized_linear_rows(x, n, *w.quantized, row_begin, row_end, y);
+    return;
+  }
+  const int64_t in = w.dense.cols(), out = row_end - row_begin;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t o = 0; o < out; ++o)
+      y[t * out + o] = static_cast<float>(dot(w.dense.row(row_begin + o), x + t * in, in));
+}
+
+void linear(const float* x, int64_t n, const LinearWeight& w, float* y) { linear_rows(x, n, w, 0, w.rows(), y); }
+
+Tensor linear(const Tensor& x, const LinearWeight& w) {
   Tensor y({x.rows(), w.rows()});
   linear(x.data.data(), x.rows(), w, y.data.data());
   return y;

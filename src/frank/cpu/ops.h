@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 
+#include "frank/core/linear_weight.h"
 #include "frank/core/tensor.h"
 
 namespace frank::cpu {
@@ -13,6 +14,11 @@ double dot(const float* a, const float* b, int64_t n);
 // y[t, :] = W · x[t, :] for t < n; W is [out, in] row-major, x is [n, in], y is [n, out].
 void linear(const float* x, int64_t n, const Tensor& w, float* y);
 Tensor linear(const Tensor& x, const Tensor& w);
+// The same for a Linear weight in any of its storage formats (fp32, FP8 blocks, FP4). Rows
+// [row_begin, row_end) only: y then holds row_end - row_begin outputs per token.
+void linear(const float* x, int64_t n, const LinearWeight& w, float* y);
+void linear_rows(const float* x, int64_t n, const LinearWeight& w, int64_t row_begin, int64_t row_end, float* y);
+Tensor linear(const Tensor& x, const LinearWeight& w);
 
 // x <- x * rsqrt(mean(x^2) + eps) [* weight], as transformers' (Unweighted)RMSNorm: normalise,
 // then scale by the weight.

@@ -138,10 +138,8 @@ Tensor Attention::grouped_output(const Tensor& heads) const {
   Tensor low({n, int64_t{G} * R});
   for (int64_t t = 0; t < n; ++t)
     for (int g = 0; g < G; ++g)
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = int64_t{g} * R + r;
-        low.row(t)[row] = static_cast<float>(cpu::dot(w_.o_a_proj.row(row), heads.row(t) + g * group_in, group_in));
-      }
+      cpu::linear_rows(heads.row(t) + g * group_in, 1, w_.o_a_proj, int64_t{g} * R, int64_t{g + 1} * R,
+                       low.row(t) + int64_t{g} * R);
   return cpu::linear(low, w_.o_b_proj);
 }
 

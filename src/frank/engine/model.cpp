@@ -40,9 +40,18 @@ std::string fingerprint_of(const model::ModelConfig& c, model::ModelWeights& w) 
   for (int l = 0; l < c.num_layers; ++l) text += fmt::format(" {}:{}", c.compress_ratio[l], int{c.hash_routed[l]});
   model::for_each_weight(c, w, [&](const model::WeightSlot& slot) {
     text += slot.name + shape_string(slot.shape);
-    const auto& d = slot.dst->data;
-    const size_t step = std::max<size_t>(1, d.size() / 64);
-    for (size_t i = 0; i < d.size(); i += step) text.append(reinterpret_cast<const char*>(&d[i]), sizeof(float));
+    auto sample = [&](const auto& values) {
+      const size_t step = std::max<size_t>(1, values.size() / 64);
+      for (size_t i = 0; i < values.size(); i += step)
+        text.append(reinterpret_cast<const char*>(&values[i]), sizeof(values[i]));
+    };
+    if (slot.linear != nullptr && slot.linear->quantized) {
+      text += "q";
+      sample(slot.linear->quantized->values);
+      sample(slot.linear->quantized->scales);
+    } else {
+      sample(slot.dst->data);
+    }
   });
   for (const auto& layer : w.layers)
     text.append(reinterpret_cast<const char*>(layer.moe.tid2eid.data()), layer.moe.tid2eid.size() * sizeof(int32_t));

@@ -145,8 +145,8 @@ std::vector<float> Checkpoint::read_f32(const std::string& name, const std::vect
   if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16) {
     // FP4 weights are often stored as packed I8/U8, so those get the same explanation.
     if (is_fp8_or_fp4(dt) || dt == DType::I8 || dt == DType::U8)
-      throw Error(fmt::format("tensor '{}' has dtype {}: FP8/FP4 checkpoints are not supported yet "
-                              "(load a bf16/fp32 checkpoint)", name, info->dtype_name));
+      throw Error(fmt::format("tensor '{}' has dtype {}: FP8/FP4 are read for Linear weights only; this tensor "
+                              "must be F32, BF16 or F16", name, info->dtype_name));
     throw Error(fmt::format("tensor '{}' has dtype {}: expected a floating-point tensor (F32, BF16 or F16)", name,
                             info->dtype_name));
   }
@@ -201,6 +201,23 @@ std::vector<int64_t> Checkpoint::read_i64(const std::string& name, const std::ve
       throw Error(fmt::format("tensor '{}' has dtype {}: expected an integer tensor (I64, I32, I16, I8, U8, U16, "
                               "U32 or U64)", name, info->dtype_name));
   }
+}
+
+std::vector<uint8_t> Checkpoint::read_bytes(const std::string& name, const std::vector<int64_t>& expected_shape,
+                                            std::initializer_list<DType> accepted) const {
+  const auto [file, info] = locate(name, expected_shape);
+  if (std::find(accepted.begin(), accepted.end(), info->dtype) == accepted.end()) {
+    std::string names;
+    for (DType t : accepted) names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
+    throw Error(fmt::format("tensor '{}' has dtype {}: expected {}", name, info->dtype_name, names));
+  }
+  const std::span<const std::byte> raw = file->bytes(*info);
+  if (raw.size() != static_cast<std::size_t>(info->numel()))
+    throw Error(fmt::format("tensor '{}' in '{}': byte size {} does not match its shape", name,
+                            file->path().string(), raw.size()));
+  std::vector<uint8_t> out(raw.size());
+  if (!out.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+  return out;
 }
 
 }  // namespace frank::model

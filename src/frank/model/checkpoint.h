@@ -5,6 +5,7 @@
 // uses and check the shape the caller expects, so a wrong checkpoint fails loudly at load time.
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,8 +24,13 @@ class Checkpoint {
   std::vector<std::string> names() const;                 // sorted
 
   // F32 / BF16 / F16 widened to fp32. The shape must equal `expected_shape` exactly; any other
-  // dtype (FP8, FP4-packed I8/U8, ...) is a frank::Error naming the tensor and dtype.
+  // dtype (FP8, FP4-packed I8/U8, ...) is a frank::Error naming the tensor and dtype (quantized
+  // Linear weights are read with read_bytes, linear_loader.h).
   std::vector<float> read_f32(const std::string& name, const std::vector<int64_t>& expected_shape) const;
+  // The raw bytes of a tensor with one-byte elements (FP8 values, e8m0 scales, packed FP4), same
+  // shape check; its dtype must be one of `accepted`.
+  std::vector<uint8_t> read_bytes(const std::string& name, const std::vector<int64_t>& expected_shape,
+                                  std::initializer_list<DType> accepted) const;
   // I64 / I32 / I16 / I8 / U8 / U16 / U32 (and U64 values that fit) as int64, same shape check.
   std::vector<int64_t> read_i64(const std::string& name, const std::vector<int64_t>& expected_shape) const;
 

@@ -8,6 +8,7 @@
 
 #include "frank/core/error.h"
 #include "frank/model/checkpoint.h"
+#include "frank/model/linear_loader.h"
 #include "frank/model/names.h"
 
 namespace frank::model {
@@ -90,6 +91,10 @@ ModelWeights load_weights(const ModelConfig& c, const Checkpoint& ck, std::vecto
   for_each_weight(c, w, [&](const WeightSlot& slot) {
     const auto names = name_candidates(slot.name);
     if (const std::string* name = first_present(ck, names)) {
+      if (slot.linear != nullptr) {
+        load_linear(ck, *name, slot.shape, *slot.linear, used);
+        return;
+      }
       *slot.dst = Tensor(slot.shape, ck.read_f32(*name, slot.shape));
       used.insert(*name);
       return;

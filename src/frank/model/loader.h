@@ -1,5 +1,6 @@
 #pragma once
-// Loads a DeepSeek-V4 checkpoint directory (config.json + safetensors) into fp32 ModelWeights.
+// Loads a DeepSeek-V4 checkpoint directory (config.json + safetensors) into ModelWeights: fp32,
+// with Linear weights kept in FP8/FP4 where the checkpoint ships them so (linear_loader.h).
 #include <filesystem>
 #include <string>
 #include <vector>

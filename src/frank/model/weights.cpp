@@ -8,6 +8,10 @@ namespace {
 using Visit = std::function<void(const WeightSlot&)>;
 using Shape = std::vector<int64_t>;
 
+WeightSlot linear_slot(std::string name, Shape shape, LinearWeight& w) {
+  return {std::move(name), std::move(shape), WeightRole::Linear, &w.dense, &w};
+}
+
 void visit_hc(const std::string& prefix, int n_out, int64_t in, HyperConnectionWeights& hc, int n_scales,
               const Visit& visit, const char* fn_name, const char* base_name, const char* scale_name) {
   visit({prefix + fn_name, Shape{n_out, in}, WeightRole::HcFn, &hc.fn});
@@ -17,16 +21,16 @@ void visit_hc(const std::string& prefix, int n_out, int64_t in, HyperConnectionW
 
 void visit_compressor(const std::string& p, int ratio, int halves, int dim, int hidden, CompressorWeights& c,
                       const Visit& visit) {
-  visit({p + "wkv.weight", Shape{halves * dim, hidden}, WeightRole::Linear, &c.kv_proj});
-  visit({p + "wgate.weight", Shape{halves * dim, hidden}, WeightRole::Linear, &c.gate_proj});
+  visit(linear_slot(p + "wkv.weight", Shape{halves * dim, hidden}, c.kv_proj));
+  visit(linear_slot(p + "wgate.weight", Shape{halves * dim, hidden}, c.gate_proj));
   visit({p + "ape", Shape{ratio, halves * dim}, WeightRole::PositionBias, &c.position_bias});
   visit({p + "norm.weight", Shape{dim}, WeightRole::NormWeight, &c.norm});
 }
 
 void visit_expert(const std::string& p, int inter, int hidden, ExpertWeights& e, const Visit& visit) {
-  visit({p + "w1.weight", Shape{inter, hidden}, WeightRole::Linear, &e.gate});
-  visit({p + "w3.weight", Shape{inter, hidden}, WeightRole::Linear, &e.up});
-  visit({p + "w2.weight", Shape{hidden, inter}, WeightRole::Linear, &e.down});
+  visit(linear_slot(p + "w1.weight", Shape{inter, hidden}, e.gate));
+  visit(linear_slot(p + "w3.weight", Shape{inter, hidden}, e.up));
+  visit(linear_slot(p + "w2.weight", Shape{hidden, inter}, e.down));
 }
 
 void visit_layer(const ModelConfig& c, int l, LayerWeights& L, const Visit& visit) {
@@ -40,14 +44,13 @@ void visit_layer(const ModelConfig& c, int l, LayerWeights& L, const Visit& visi
 
   auto& a = L.attn;
   const int H = c.num_heads, hd = c.head_dim;
-  visit({p + "attn.wq_a.weight", Shape{c.q_lora_rank, D}, WeightRole::Linear, &a.q_a_proj});
+  visit(linear_slot(p + "attn.wq_a.weight", Shape{c.q_lora_rank, D}, a.q_a_proj));
   visit({p + "attn.q_norm.weight", Shape{c.q_lora_rank}, WeightRole::NormWeight, &a.q_a_norm});
-  visit({p + "attn.wq_b.weight", Shape{H * hd, c.q_lora_rank}, WeightRole::Linear, &a.q_b_proj});
-  visit({p + "attn.wkv.weight", Shape{hd, D}, WeightRole::Linear, &a.kv_proj});
+  visit(linear_slot(p + "attn.wq_b.weight", Shape{H * hd, c.q_lora_rank}, a.q_b_proj));
+  visit(linear_slot(p + "attn.wkv.weight", Shape{hd, D}, a.kv_proj));
   visit({p + "attn.kv_norm.weight", Shape{hd}, WeightRole::NormWeight, &a.kv_norm});
-  visit({p + "attn.wo_a.weight", Shape{c.o_groups * c.o_lora_rank, H * hd / c.o_groups}, WeightRole::Linear,
-         &a.o_a_proj});
-  visit({p + "attn.wo_b.weight", Shape{D, c.o_groups * c.o_lora_rank}, WeightRole::Linear, &a.o_b_proj});
+  visit(linear_slot(p + "attn.wo_a.weight", Shape{c.o_groups * c.o_lora_rank, H * hd / c.o_groups}, a.o_a_proj));
+  visit(linear_slot(p + "attn.wo_b.weight", Shape{D, c.o_groups * c.o_lora_rank}, a.o_b_proj));
   visit({p + "attn.attn_sink", Shape{H}, WeightRole::Sink, &a.sinks});
   const auto kind = c.attention[l];
   if (kind != AttentionKind::Sliding) {
@@ -58,16 +61,15 @@ void visit_layer(const ModelConfig& c, int l, LayerWeights& L, const Visit& visi
   if (kind == AttentionKind::CompressedSparse) {
     if (!a.indexer) a.indexer.emplace();
     auto& ix = *a.indexer;
-    visit({p + "attn.indexer.wq_b.weight", Shape{c.index_n_heads * c.index_head_dim, c.q_lora_rank},
-           WeightRole::Linear, &ix.q_b_proj});
-    visit({p + "attn.indexer.weights_proj.weight", Shape{c.index_n_heads, D}, WeightRole::Linear,
-           &ix.weights_proj});
+    visit(linear_slot(p + "attn.indexer.wq_b.weight", Shape{c.index_n_heads * c.index_head_dim, c.q_lora_rank},
+                      ix.q_b_proj));
+    visit(linear_slot(p + "attn.indexer.weights_proj.weight", Shape{c.index_n_heads, D}, ix.weights_proj));
     visit_compressor(p + "attn.indexer.compressor.", c.compress_ratio[l], 2, c.index_head_dim, D, ix.compressor,
                      visit);
   }
 
   auto& m = L.moe;
-  visit({p + "ffn.gate.weight", Shape{c.n_routed_experts, D}, WeightRole::Linear, &m.router});
+  visit(linear_slot(p + "ffn.gate.weight", Shape{c.n_routed_experts, D}, m.router));
   if (!c.hash_routed[l])
     visit({p + "ffn.gate.bias", Shape{c.n_routed_experts}, WeightRole::SelectionBias, &m.selection_bias});
   m.experts.resize(c.n_routed_experts);
@@ -85,7 +87,7 @@ void for_each_weight(const ModelConfig& c, ModelWeights& w, const Visit& visit) 
   for (int l = 0; l < c.num_layers; ++l) visit_layer(c, l, w.layers[l], visit);
   visit_hc("", N, int64_t{N} * D, w.hc_head, 1, visit, "hc_head_fn", "hc_head_base", "hc_head_scale");
   visit({"norm.weight", Shape{D}, WeightRole::NormWeight, &w.norm});
-  visit({"head.weight", Shape{c.vocab_size, D}, WeightRole::Linear, &w.head});
+  visit(linear_slot("head.weight", Shape{c.vocab_size, D}, w.head));
 }
 
 }  // namespace frank::model

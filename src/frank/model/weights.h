@@ -1,12 +1,14 @@
 #pragma once
-// ModelWeights: every tensor of a DeepSeek-V4 model, in fp32, grouped as the forward pass uses
-// them. Shapes follow the checkpoint (Linear weights are [out, in]).
+// ModelWeights: every tensor of a DeepSeek-V4 model, grouped as the forward pass uses them: fp32,
+// except Linear weights, which may stay in the checkpoint's FP8/FP4 (LinearWeight). Shapes follow
+// the checkpoint (Linear weights are [out, in]).
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "frank/core/linear_weight.h"
 #include "frank/core/tensor.h"
 #include "frank/model/config.h"
 
@@ -20,22 +22,25 @@ struct HyperConnectionWeights {
 // A compressor pools `ratio` tokens into one entry. The CSA kind ("overlapping") projects to two
 // halves (Ca, Cb) of `dim` each; the HCA kind to one half.
 struct CompressorWeights {
-  Tensor kv_proj, gate_proj;  // [halves*dim, hidden]
+  LinearWeight kv_proj, gate_proj;  // [halves*dim, hidden]
   Tensor position_bias;       // [ratio, halves*dim]
   Tensor norm;                // [dim]
 };
 
 struct IndexerWeights {
   CompressorWeights compressor;  // overlapping, dim = index_head_dim
-  Tensor q_b_proj;               // [index_n_heads*index_head_dim, q_lora_rank]
-  Tensor weights_proj;           // [index_n_heads, hidden]
+  LinearWeight q_b_proj;         // [index_n_heads*index_head_dim, q_lora_rank]
+  LinearWeight weights_proj;     // [index_n_heads, hidden]
 };
 
 struct AttentionWeights {
-  Tensor q_a_proj, q_a_norm, q_b_proj;  // [q_lora, hidden], [q_lora], [heads*head_dim, q_lora]
-  Tensor kv_proj, kv_norm;              // [head_dim, hidden], [head_dim]
-  Tensor o_a_proj;                      // [o_groups*o_lora, heads*head_dim/o_groups]
-  Tensor o_b_proj;                      // [hidden, o_groups*o_lora]
+  LinearWeight q_a_proj;  // [q_lora, hidden]
+  Tensor q_a_norm;        // [q_lora]
+  LinearWeight q_b_proj;  // [heads*head_dim, q_lora]
+  LinearWeight kv_proj;   // [head_dim, hidden]
+  Tensor kv_norm;         // [head_dim]
+  LinearWeight o_a_proj;  // [o_groups*o_lora, heads*head_dim/o_groups]
+  LinearWeight o_b_proj;  // [hidden, o_groups*o_lora]
   Tensor sinks;                         // [heads]
   std::optional<CompressorWeights> compressor;  // CSA and HCA layers
   std::optional<IndexerWeights> indexer;        // CSA layers
@@ -43,11 +48,11 @@ struct AttentionWeights {
 
 // SwiGLU expert: gate = w1 [I, hidden], up = w3 [I, hidden], down = w2 [hidden, I].
 struct ExpertWeights {
-  Tensor gate, up, down;
+  LinearWeight gate, up, down;
 };
 
 struct MoeWeights {
-  Tensor router;                 // [experts, hidden]
+  LinearWeight router;           // [experts, hidden]
   Tensor selection_bias;         // [experts], scored layers only: biases the choice, not the weights
   std::vector<int32_t> tid2eid;  // [vocab, experts_per_token], hash layers only
   std::vector<ExpertWeights> experts;
@@ -63,7 +68,7 @@ struct LayerWeights {
 
 struct ModelWeights {
   Tensor embed;  // [vocab, hidden]
-  Tensor head;   // [vocab, hidden]
+  LinearWeight head;  // [vocab, hidden]
   Tensor norm;   // [hidden]
   HyperConnectionWeights hc_head;  // fn [N, N*D], base [N], scale [1]
   std::vector<LayerWeights> layers;
@@ -72,12 +77,15 @@ struct ModelWeights {
 // What a weight is, for initialisers that need to know (synthetic models).
 enum class WeightRole { Linear, Embedding, NormWeight, HcFn, HcBase, HcScale, Sink, PositionBias, SelectionBias };
 
-// One fp32 weight of the model: its official checkpoint name, shape and destination.
+// One weight of the model: its official checkpoint name, shape and destination. `dst` is the fp32
+// tensor; for Linear weights it is `linear->dense`, and a loader may fill `linear->quantized`
+// instead when the checkpoint ships the weight in FP8/FP4.
 struct WeightSlot {
   std::string name;
   std::vector<int64_t> shape;
   WeightRole role;
   Tensor* dst;
+  LinearWeight* linear = nullptr;
 };
 
 // Lays out `w` for `config` (sizes the per-layer vectors, sets up missing optional parts; existing

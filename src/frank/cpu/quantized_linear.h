@@ -1,0 +1,18 @@
+#pragma once
+// The reference product with a quantized Linear weight: every value decoded exactly where it is
+// used (e4m3 / e2m1 times its power-of-two scale: no rounding) and accumulated in double, as the
+// fp32 reference does for dense weights. Nothing is dequantised ahead of time.
+#include <cstdint>
+
+#include "frank/core/linear_weight.h"
+
+namespace frank::cpu {
+
+// y[t, r - row_begin] = sum_j W[r][j] x[t][j] for rows r in [row_begin, row_end), t < n.
+void quantized_linear_rows(const float* x, int64_t n, const QuantizedMatrix& w, int64_t row_begin, int64_t row_end,
+                           float* y);
+
+// Throws frank::Error when the byte counts do not match the shape and format (a loader's check).
+void check_quantized_matrix(const QuantizedMatrix& w);
+
+}  // namespace frank::cpu
