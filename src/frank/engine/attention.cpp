@@ -126,7 +126,19 @@ Tensor Attention::forward(const Tensor& x, int64_t start, LayerState& state) con
       rope_.apply(o, hd, pos, /*inverse=*/true);  // K=V carried RoPE into the values: undo it at the query
     }
   }
+  state.last_call = {std::move(comp_kv), std::move(comp_gate), std::move(index_kv), std::move(index_gate)};
   return grouped_output(heads);
+}
+
+void Attention::replay(LayerState& state, const LayerState& after, int64_t start, int64_t keep) const {
+  const int W = c_.sliding_window, hd = c_.head_dim;
+  const CallRecord& call = after.last_call;
+  for (int64_t t = 0; t < keep; ++t) {
+    const int64_t row = (start + t) % W;
+    std::copy_n(after.window.begin() + row * hd, hd, state.window.begin() + row * hd);
+    if (compressor_) compressor_->push(state.compressor, call.compressor_kv.row(t), call.compressor_gate.row(t));
+    if (index_compressor_) index_compressor_->push(state.indexer, call.indexer_kv.row(t), call.indexer_gate.row(t));
+  }
 }
 
 // Heads are split into o_groups contiguous groups; group g goes through rows

@@ -29,6 +29,12 @@ class Attention {
   // state-relative `start` .. start+n-1, consumed in order. Returns [n, hidden].
   Tensor forward(const Tensor& x, int64_t start, LayerState& state) const;
 
+  // Moves `state` (this layer as it was before the last forward call of `after`, which started at
+  // `start`) on by that call's first `keep` tokens: their window rows are copied from `after` and
+  // their recorded projections pushed through the compressors again. Needs keep <= the call's
+  // tokens <= sliding_window (a longer call has overwritten the rows it would copy).
+  void replay(LayerState& state, const LayerState& after, int64_t start, int64_t keep) const;
+
  private:
   // The compressed entries token `pos` attends besides its window (HCA: all; CSA: the indexer's pick).
   std::vector<const float*> compressed_keys(const LayerState& state, const float* index_q, const float* index_w) const;

@@ -113,4 +113,19 @@ Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits log
   return cpu::linear(hidden, weights_.head);
 }
 
+Session Model::rewind(const SessionCheckpoint& before, const Session& after, int64_t keep) const {
+  const int64_t start = before.position, call = after.position - before.position;
+  if (call < 0 || keep < 0 || keep > call || call > config_.sliding_window)
+    throw Error(fmt::format("rewind: keeping {} of a {}-token call (window {}) is not possible", keep, call,
+                            config_.sliding_window));
+  for (const auto& layer : after.layers)
+    for (const Tensor* t : {&layer.last_call.compressor_kv, &layer.last_call.indexer_kv})
+      if (!t->empty() && t->rows() != call)
+        throw Error("rewind: the session's last forward call is not the one after the checkpoint");
+  Session s = restore_checkpoint(before, after);
+  for (int l = 0; l < config_.num_layers; ++l) attention_[l].replay(s.layers[l], after.layers[l], start, keep);
+  s.position = start + keep;
+  return s;
+}
+
 }  // namespace frank::engine

@@ -11,6 +11,7 @@
 #include "frank/engine/attention.h"
 #include "frank/engine/rope.h"
 #include "frank/engine/session.h"
+#include "frank/engine/session_checkpoint.h"
 #include "frank/model/config.h"
 #include "frank/model/weights.h"
 
@@ -39,6 +40,13 @@ class Model {
   // session.position ...; advances the session. Throws frank::Error (leaving the session
   // untouched) for ids outside the vocabulary or a sequence longer than max_position_embeddings.
   Tensor forward(Session& session, std::span<const int32_t> ids, Logits logits = Logits::All) const;
+
+  // Rolls back a speculative step: `after` is `before`'s session after one more forward call of
+  // n <= sliding_window tokens; the result is the session as if only the first `keep` of them had
+  // been consumed — equal to a session that was fed exactly those tokens. Only the compressors'
+  // pooling of the kept tokens runs again (from their recorded projections); nothing of the model
+  // is recomputed. Throws frank::Error when `after` is not such a continuation.
+  Session rewind(const SessionCheckpoint& before, const Session& after, int64_t keep) const;
 
  private:
   void validate(const Session& session, std::span<const int32_t> ids) const;

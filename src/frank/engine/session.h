@@ -4,16 +4,26 @@
 #include <cstdint>
 #include <vector>
 
+#include "frank/core/tensor.h"
 #include "frank/engine/compressor.h"
 #include "frank/model/config.h"
 
 namespace frank::engine {
+
+// The compressors' raw per-token projections of the last forward call (they are computed anyway
+// and moved here): what Model::rewind replays to take the compressors back to any token of that
+// call without recomputing the model.
+struct CallRecord {
+  Tensor compressor_kv, compressor_gate;  // [tokens, projection width]; empty without a compressor
+  Tensor indexer_kv, indexer_gate;        // CSA layers
+};
 
 struct LayerState {
   // Ring of the last `sliding_window` K=V rows (post-norm, post-RoPE): token t sits in row t % window.
   std::vector<float> window;
   CompressorState compressor;  // CSA and HCA layers
   CompressorState indexer;     // CSA layers: the indexer's own compressor (its entries are the index keys)
+  CallRecord last_call;
 };
 
 struct Session {

@@ -40,7 +40,7 @@ Session restore_checkpoint(const SessionCheckpoint& checkpoint, const Session& l
   for (size_t i = 0; i < checkpoint.layers.size(); ++i) {
     const auto& c = checkpoint.layers[i];
     s.layers.push_back({c.window, rebuild(c.compressor, later.layers[i].compressor),
-                        rebuild(c.indexer, later.layers[i].indexer)});
+                        rebuild(c.indexer, later.layers[i].indexer), CallRecord{}});
   }
   return s;
 }
