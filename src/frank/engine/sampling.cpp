@@ -25,27 +25,55 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
     throw Error(fmt::format("top_p must be in (0, 1], got {}", params.top_p));
 }
 
-int32_t Sampler::next(std::span<const float> logits) {
-  if (params_.temperature == 0.0f) return argmax(logits);
-  const size_t n = logits.size();
-  std::vector<int32_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  // Probabilities of the sorted tokens at this temperature (double: the tail matters for top-p).
-  std::vector<double> p(n);
-  const double mx = logits[order[0]];
-  double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) sum += p[i] = std::exp((logits[order[i]] - mx) / params_.temperature);
+namespace {
+
+// The top-p nucleus at a temperature: tokens sorted by logit (stable: lower id first on ties), their
+// unnormalised weights exp((logit - max) / T) in double (the tail matters for top-p), how many of
+// them the nucleus keeps and their total weight.
+struct Nucleus {
+  std::vector<int32_t> order;
+  std::vector<double> weight;
   size_t keep = 0;
   double mass = 0.0;
-  while (keep < n && (keep == 0 || mass < params_.top_p * sum)) mass += p[keep++];
-  const double u = std::uniform_real_distribution<double>(0.0, mass)(rng_);
+};
+
+Nucleus nucleus(std::span<const float> logits, const SamplingParams& params) {
+  Nucleus k;
+  const size_t n = logits.size();
+  k.order.resize(n);
+  std::iota(k.order.begin(), k.order.end(), 0);
+  std::stable_sort(k.order.begin(), k.order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  k.weight.resize(n);
+  const double mx = logits[k.order[0]];
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += k.weight[i] = std::exp((logits[k.order[i]] - mx) / params.temperature);
+  while (k.keep < n && (k.keep == 0 || k.mass < params.top_p * sum)) k.mass += k.weight[k.keep++];
+  return k;
+}
+
+}  // namespace
+
+int32_t Sampler::next(std::span<const float> logits) {
+  if (params_.temperature == 0.0f) return argmax(logits);
+  const Nucleus k = nucleus(logits, params_);
+  const double u = std::uniform_real_distribution<double>(0.0, k.mass)(rng_);
   double acc = 0.0;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += p[i];
-    if (u < acc) return order[i];
+  for (size_t i = 0; i < k.keep; ++i) {
+    acc += k.weight[i];
+    if (u < acc) return k.order[i];
   }
-  return order[keep - 1];
+  return k.order[k.keep - 1];
+}
+
+std::vector<double> sampling_distribution(std::span<const float> logits, const SamplingParams& params) {
+  std::vector<double> p(logits.size(), 0.0);
+  if (params.temperature == 0.0f) {
+    p[static_cast<size_t>(argmax(logits))] = 1.0;
+    return p;
+  }
+  const Nucleus k = nucleus(logits, params);
+  for (size_t i = 0; i < k.keep; ++i) p[static_cast<size_t>(k.order[i])] = k.weight[i] / k.mass;
+  return p;
 }
 
 }  // namespace frank::engine

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <vector>
 
 namespace frank::engine {
 
@@ -24,5 +25,10 @@ class Sampler {
 };
 
 int32_t argmax(std::span<const float> logits);
+
+// The distribution Sampler draws from, over the whole vocabulary: one-hot at argmax for
+// temperature 0, else softmax(logits / temperature) restricted to the top-p nucleus and
+// renormalised (zeros outside it). Speculative decoding's acceptance rule works on it.
+std::vector<double> sampling_distribution(std::span<const float> logits, const SamplingParams& params);
 
 }  // namespace frank::engine

@@ -1,0 +1,97 @@
+#include "frank/engine/speculative.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "frank/core/error.h"
+
+namespace frank::engine {
+namespace {
+
+double q_of(const Draft& d) { return d.q.empty() ? 1.0 : d.q[static_cast<size_t>(d.token)]; }
+
+// max(0, p - q), renormalised. Empty when p is covered by q (then p == q and nothing was rejected
+// with positive probability: the caller never asks).
+std::vector<double> residual(const std::vector<double>& p, const Draft& d) {
+  std::vector<double> r(p.size());
+  double sum = 0.0;
+  for (size_t v = 0; v < p.size(); ++v) {
+    const double q = d.q.empty() ? (static_cast<int32_t>(v) == d.token ? 1.0 : 0.0) : d.q[v];
+    sum += r[v] = std::max(0.0, p[v] - q);
+  }
+  if (sum <= 0.0) throw Error("speculative decoding: a rejected draft left no residual probability");
+  for (double& x : r) x /= sum;
+  return r;
+}
+
+}  // namespace
+
+int32_t draw_token(const std::vector<double>& p, std::mt19937_64& rng) {
+  double total = 0.0;
+  for (double x : p) total += x;
+  const double u = std::uniform_real_distribution<double>(0.0, total)(rng);
+  double acc = 0.0;
+  int32_t last = 0;
+  for (size_t v = 0; v < p.size(); ++v) {
+    if (p[v] <= 0.0) continue;
+    acc += p[v];
+    last = static_cast<int32_t>(v);
+    if (u < acc) return last;
+  }
+  return last;  // u landed on the rounding gap at the top
+}
+
+Acceptance accept_drafts(const std::vector<std::vector<double>>& target, const std::vector<Draft>& drafts,
+                         std::mt19937_64& rng) {
+  if (target.size() != drafts.size() + 1) throw Error("accept_drafts: one target distribution per draft, plus one");
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    const double p = target[i][static_cast<size_t>(drafts[i].token)], q = q_of(drafts[i]);
+    // Accept with probability min(1, p/q); p >= q accepts without drawing (greedy stays exact
+    // and consumes no random numbers).
+    const bool accepted = p >= q || (p > 0.0 && std::uniform_real_distribution<double>(0.0, 1.0)(rng) < p / q);
+    if (!accepted) return {static_cast<int>(i), residual(target[i], drafts[i])};
+  }
+  return {static_cast<int>(drafts.size()), target.back()};
+}
+
+SpeculativeDecoder::SpeculativeDecoder(const Model& model, Drafter& drafter, int draft_tokens,
+                                       const SamplingParams& sampling)
+    : model_(model), drafter_(drafter), k_(draft_tokens), sampling_(sampling), rng_(sampling.seed) {
+  if (draft_tokens < 0 || draft_tokens + 1 > model.config().sliding_window)
+    throw Error(fmt::format("draft tokens must be in 0..{}, got {}", model.config().sliding_window - 1, draft_tokens));
+  stats_.accepted_at.assign(static_cast<size_t>(draft_tokens), 0);
+}
+
+void SpeculativeDecoder::start(std::span<const float> logits) { pending_ = sampling_distribution(logits, sampling_); }
+
+int SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens) {
+  if (pending_.empty()) throw Error("speculative decoding: step() before start()");
+  const int32_t next = draw_token(pending_, rng_);
+  tokens.push_back(next);
+  std::vector<Draft> drafts = drafter_.propose(tokens, k_);
+  if (static_cast<int>(drafts.size()) > k_) drafts.resize(static_cast<size_t>(k_));
+
+  std::vector<int32_t> fed{next};
+  for (const Draft& d : drafts) fed.push_back(d.token);
+  const SessionCheckpoint before = take_checkpoint(session);
+  const Tensor logits = model_.forward(session, fed);
+  std::vector<std::vector<double>> target;
+  for (int64_t r = 0; r < logits.rows(); ++r)
+    target.push_back(
+        sampling_distribution(std::span<const float>(logits.row(r), static_cast<size_t>(logits.cols())), sampling_));
+
+  Acceptance a = accept_drafts(target, drafts, rng_);
+  if (a.accepted < static_cast<int>(drafts.size())) session = model_.rewind(before, session, 1 + a.accepted);
+  for (int i = 0; i < a.accepted; ++i) tokens.push_back(drafts[static_cast<size_t>(i)].token);
+  pending_ = std::move(a.next);
+
+  ++stats_.verify_steps;
+  stats_.drafted += static_cast<int64_t>(drafts.size());
+  stats_.accepted += a.accepted;
+  for (int i = 0; i < a.accepted; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
+  stats_.emitted += 1 + a.accepted;
+  return 1 + a.accepted;
+}
+
+}  // namespace frank::engine

@@ -1,0 +1,79 @@
+#pragma once
+// Speculative decoding: a drafter proposes the next k tokens, the model checks them in one verify
+// step (a forward call of k+1 tokens), and the longest acceptable prefix is kept; the session is
+// rewound past the rest (Model::rewind: nothing accepted is recomputed).
+//
+// Acceptance is the rejection rule of Leviathan et al. (2023) and Chen et al. (2023): draft d_i,
+// proposed with probability q_i(d_i), is accepted with probability min(1, p_i(d_i) / q_i(d_i)),
+// where p_i is the model's sampling distribution there (sampling_distribution: temperature and
+// top-p); at the first rejection the token is drawn from the residual max(0, p_i - q_i),
+// renormalised. Every emitted token then has exactly the distribution plain sampling would give
+// it. Greedy decoding is the case where p is one-hot at the argmax: a draft is kept iff it is the
+// argmax, so the tokens are exactly those of plain greedy decoding. A deterministic drafter (q
+// one-hot at its proposal) is allowed with any target distribution.
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "frank/core/tensor.h"
+#include "frank/engine/model.h"
+#include "frank/engine/sampling.h"
+
+namespace frank::engine {
+
+struct Draft {
+  int32_t token = 0;
+  std::vector<double> q;  // the drafter's distribution it was drawn from; empty: one-hot at `token`
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to k proposals for the tokens after `tokens` (the whole sequence so far, including the
+  // token the verify step feeds first).
+  virtual std::vector<Draft> propose(std::span<const int32_t> tokens, int k) = 0;
+};
+
+// The acceptance rule on one verify step: `target[i]` is the model's distribution for draft i
+// (i < drafts.size()), and target[drafts.size()] the one after the last draft. Returns how many
+// drafts are accepted and the distribution of the token after them: the residual at the first
+// rejection, else the last target.
+struct Acceptance {
+  int accepted = 0;
+  std::vector<double> next;
+};
+Acceptance accept_drafts(const std::vector<std::vector<double>>& target, const std::vector<Draft>& drafts,
+                         std::mt19937_64& rng);
+
+// Draws from a distribution (weights summing to about 1).
+int32_t draw_token(const std::vector<double>& p, std::mt19937_64& rng);
+
+struct SpeculativeStats {
+  int64_t verify_steps = 0, drafted = 0, accepted = 0, emitted = 0;
+  std::vector<int64_t> accepted_at;  // [i]: steps whose draft i was accepted
+};
+
+class SpeculativeDecoder {
+ public:
+  SpeculativeDecoder(const Model& model, Drafter& drafter, int draft_tokens, const SamplingParams& sampling);
+
+  // After a prefill of `tokens` into `session`: `logits` are the logits of its last position.
+  void start(std::span<const float> logits);
+  // One verify step: draws the next token, asks the drafter for up to k more, feeds them all in one
+  // forward call, keeps the accepted prefix (rewinding the rest) and appends the emitted tokens
+  // (1..k+1) to `tokens`. Returns how many were emitted.
+  int step(Session& session, std::vector<int32_t>& tokens);
+  const SpeculativeStats& stats() const { return stats_; }
+
+ private:
+  const Model& model_;
+  Drafter& drafter_;
+  int k_;
+  SamplingParams sampling_;
+  std::mt19937_64 rng_;
+  std::vector<double> pending_;  // the distribution of the next token
+  SpeculativeStats stats_;
+};
+
+}  // namespace frank::engine
