@@ -193,11 +193,20 @@ TEST(Loader, UnknownModelTypeIsRejected) {
 TEST(Loader, ReportsUnusedTensorsButNotMtp) {
   TinyCheckpoint t;
   auto specs = test::weight_specs(t.config, t.weights, false, identity);
-  specs.push_back({"mtp.0.e_proj.weight", "F32", {1}, test::to_bytes(std::vector<float>{1})});
+  // A second MTP layer (DeepSeek ships one; frank drafts with mtp.0) is not reported as unused.
+  specs.push_back({"mtp.1.e_proj.weight", "F32", {1}, test::to_bytes(std::vector<float>{1})});
   specs.push_back({"layers.0.attn.mystery", "F32", {1}, test::to_bytes(std::vector<float>{1})});
   test::TempDir dir;
   test::write_checkpoint(dir.path(), test::tiny_official_config(), specs);
   EXPECT_THAT(load_model(dir.path()).unused_tensors, ::testing::ElementsAre("layers.0.attn.mystery"));
+}
+
+TEST(Loader, MalformedMtpBlockIsAnError) {
+  const auto msg = load_error([](auto& specs, auto&) {
+    specs.push_back({"mtp.0.e_proj.weight", "F32", {1}, test::to_bytes(std::vector<float>{1})});
+  });
+  EXPECT_THAT(msg, HasSubstr("tensor 'mtp.0.e_proj.weight'"));
+  EXPECT_THAT(msg, HasSubstr("has shape [1], expected [64, 64]"));
 }
 
 }  // namespace

@@ -44,12 +44,16 @@ void attend_with_sink(const float* q, const std::vector<const float*>& keys, flo
 
 Attention::Attention(const model::ModelConfig& c, const model::AttentionWeights& w, int layer,
                      const RopeTable& main_rope, const RopeTable& compress_rope)
-    : c_(c), w_(w), kind_(c.attention[layer]), rope_(kind_ == AttentionKind::Sliding ? main_rope : compress_rope) {
+    : Attention(c, w, c.attention[layer], c.compress_ratio[layer], main_rope, compress_rope) {}
+
+Attention::Attention(const model::ModelConfig& c, const model::AttentionWeights& w, AttentionKind kind,
+                     int compress_ratio, const RopeTable& main_rope, const RopeTable& compress_rope)
+    : c_(c), w_(w), kind_(kind), rope_(kind_ == AttentionKind::Sliding ? main_rope : compress_rope) {
   if (kind_ != AttentionKind::Sliding)
-    compressor_.emplace(*w.compressor, c.compress_ratio[layer], c.head_dim, kind_ == AttentionKind::CompressedSparse,
+    compressor_.emplace(*w.compressor, compress_ratio, c.head_dim, kind_ == AttentionKind::CompressedSparse,
                         c.rms_norm_eps, compress_rope);
   if (kind_ == AttentionKind::CompressedSparse)
-    index_compressor_.emplace(w.indexer->compressor, c.compress_ratio[layer], c.index_head_dim, true, c.rms_norm_eps,
+    index_compressor_.emplace(w.indexer->compressor, compress_ratio, c.index_head_dim, true, c.rms_norm_eps,
                               compress_rope);
 }
 

@@ -22,8 +22,12 @@ void attend_with_sink(const float* q, const std::vector<const float*>& keys, flo
 
 class Attention {
  public:
+  // Main layer `layer`, of the kind the config schedules for it.
   Attention(const model::ModelConfig& c, const model::AttentionWeights& w, int layer, const RopeTable& main_rope,
             const RopeTable& compress_rope);
+  // A layer of a given kind (the MTP block's is sliding).
+  Attention(const model::ModelConfig& c, const model::AttentionWeights& w, model::AttentionKind kind,
+            int compress_ratio, const RopeTable& main_rope, const RopeTable& compress_rope);
 
   // x: [n, hidden] (the attention input, after input_layernorm) for the n tokens at positions
   // state-relative `start` .. start+n-1, consumed in order. Returns [n, hidden].

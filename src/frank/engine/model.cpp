@@ -8,28 +8,10 @@
 #include "frank/core/sha256.h"
 #include "frank/cpu/ops.h"
 #include "frank/engine/hyper_connection.h"
-#include "frank/engine/moe.h"
+#include "frank/engine/decoder_layer.h"
 
 namespace frank::engine {
 namespace {
-
-// One mHC site over a chunk: collapse each token's streams with `pre`, normalise, run the sublayer
-// on all tokens, then write its output back into the streams through `post` and `comb`.
-template <typename Sublayer>
-void hc_site(const model::ModelConfig& c, const model::HyperConnectionWeights& hc, const Tensor& norm, Tensor& streams,
-             Sublayer&& sublayer) {
-  const int64_t n = streams.rows();
-  const int D = c.hidden_size;
-  std::vector<HyperConnectionMix> mixes;
-  Tensor input({n, int64_t{D}});
-  for (int64_t t = 0; t < n; ++t) {
-    mixes.push_back(hc_mapping(c, hc, streams.row(t)));
-    collapse_streams(streams.row(t), mixes.back().pre, D, input.row(t));
-    cpu::rms_norm(input.row(t), D, norm.data.data(), c.rms_norm_eps);
-  }
-  const Tensor output = sublayer(input);
-  for (int64_t t = 0; t < n; ++t) hc_expand(mixes[t], output.row(t), D, streams.row(t));
-}
 
 // SHA-256 over the layer schedule, every weight's name and shape, and up to 64 evenly spaced values
 // of each weight: cheap at load time, and two different checkpoints practically never collide.
@@ -83,7 +65,7 @@ void Model::validate(const Session& session, std::span<const int32_t> ids) const
     throw Error("session was made for a different model");
 }
 
-Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits logits) const {
+Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits logits, Tensor* streams_out) const {
   validate(session, ids);
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(ids.size());
@@ -95,13 +77,10 @@ Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits log
   for (int64_t t = 0; t < n; ++t)
     for (int j = 0; j < N; ++j) std::copy_n(weights_.embed.row(ids[t]), D, streams.row(t) + int64_t{j} * D);
 
-  for (int l = 0; l < c.num_layers; ++l) {
-    const auto& L = weights_.layers[l];
-    hc_site(c, L.attn_hc, L.attn_norm, streams,
-            [&](const Tensor& x) { return attention_[l].forward(x, session.position, session.layers[l]); });
-    hc_site(c, L.ffn_hc, L.ffn_norm, streams,
-            [&](const Tensor& x) { return moe_forward(c, L.moe, c.hash_routed[l], x, tokens); });
-  }
+  for (int l = 0; l < c.num_layers; ++l)
+    decoder_layer(c, weights_.layers[l], attention_[l], c.hash_routed[l], streams, session.position,
+                  session.layers[l], tokens);
+  if (streams_out != nullptr) *streams_out = streams;
 
   const int64_t first = logits == Logits::Last ? n - 1 : 0;
   Tensor hidden({n - first, int64_t{D}});

@@ -39,7 +39,10 @@ class Model {
   // Logits [ids.size(), vocab] (or [1, vocab] for Logits::Last) for `ids` at positions
   // session.position ...; advances the session. Throws frank::Error (leaving the session
   // untouched) for ids outside the vocabulary or a sequence longer than max_position_embeddings.
-  Tensor forward(Session& session, std::span<const int32_t> ids, Logits logits = Logits::All) const;
+  // `streams_out`, when given, receives the residual streams before the final hyper-head,
+  // [ids.size(), hc_mult * hidden]: what the MTP drafter reads.
+  Tensor forward(Session& session, std::span<const int32_t> ids, Logits logits = Logits::All,
+                 Tensor* streams_out = nullptr) const;
 
   // Rolls back a speculative step: `after` is `before`'s session after one more forward call of
   // n <= sliding_window tokens; the result is the session as if only the first `keep` of them had

@@ -88,7 +88,7 @@ ModelWeights load_weights(const ModelConfig& c, const Checkpoint& ck, std::vecto
   StackedExperts stacked(c, ck, used);
   static const std::regex expert_name(R"(layers\.(\d+)\.ffn\.experts\.(\d+)\.(w[123])\.weight)");
 
-  for_each_weight(c, w, [&](const WeightSlot& slot) {
+  const auto load_slot = [&](const WeightSlot& slot) {
     const auto names = name_candidates(slot.name);
     if (const std::string* name = first_present(ck, names)) {
       if (slot.linear != nullptr) {
@@ -106,7 +106,13 @@ ModelWeights load_weights(const ModelConfig& c, const Checkpoint& ck, std::vecto
     }
     throw Error(fmt::format("checkpoint {} lacks tensor '{}' (tried: {})", ck.dir().string(), slot.name,
                             tried(names)));
-  });
+  };
+  for_each_weight(c, w, load_slot);
+  // The MTP block is optional: loaded when the checkpoint has it (all of it), else absent.
+  if (first_present(ck, name_candidates("mtp.0.e_proj.weight")) != nullptr) {
+    w.mtp.emplace();
+    for_each_mtp_weight(c, *w.mtp, load_slot);
+  }
   for (int l = 0; l < c.num_layers; ++l)
     if (c.hash_routed[l]) w.layers[l].moe.tid2eid = load_tid2eid(c, ck, l, used);
 

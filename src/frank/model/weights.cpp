@@ -33,8 +33,16 @@ void visit_expert(const std::string& p, int inter, int hidden, ExpertWeights& e,
   visit(linear_slot(p + "w2.weight", Shape{hidden, inter}, e.down));
 }
 
-void visit_layer(const ModelConfig& c, int l, LayerWeights& L, const Visit& visit) {
-  const std::string p = fmt::format("layers.{}.", l);
+// What a decoder layer is made of: main layer l, or the MTP block (sliding, scored MoE).
+struct LayerKind {
+  std::string prefix;  // "layers.3." or "mtp.0."
+  AttentionKind attention;
+  int compress_ratio;
+  bool hash_routed;
+};
+
+void visit_layer(const ModelConfig& c, const LayerKind& k, LayerWeights& L, const Visit& visit) {
+  const std::string& p = k.prefix;
   const int D = c.hidden_size, N = c.hc_mult;
   const int mix = (2 + N) * N;
   visit({p + "attn_norm.weight", Shape{D}, WeightRole::NormWeight, &L.attn_norm});
@@ -52,11 +60,11 @@ void visit_layer(const ModelConfig& c, int l, LayerWeights& L, const Visit& visi
   visit(linear_slot(p + "attn.wo_a.weight", Shape{c.o_groups * c.o_lora_rank, H * hd / c.o_groups}, a.o_a_proj));
   visit(linear_slot(p + "attn.wo_b.weight", Shape{D, c.o_groups * c.o_lora_rank}, a.o_b_proj));
   visit({p + "attn.attn_sink", Shape{H}, WeightRole::Sink, &a.sinks});
-  const auto kind = c.attention[l];
+  const auto kind = k.attention;
   if (kind != AttentionKind::Sliding) {
     const int halves = kind == AttentionKind::CompressedSparse ? 2 : 1;
     if (!a.compressor) a.compressor.emplace();
-    visit_compressor(p + "attn.compressor.", c.compress_ratio[l], halves, hd, D, *a.compressor, visit);
+    visit_compressor(p + "attn.compressor.", k.compress_ratio, halves, hd, D, *a.compressor, visit);
   }
   if (kind == AttentionKind::CompressedSparse) {
     if (!a.indexer) a.indexer.emplace();
@@ -64,13 +72,12 @@ void visit_layer(const ModelConfig& c, int l, LayerWeights& L, const Visit& visi
     visit(linear_slot(p + "attn.indexer.wq_b.weight", Shape{c.index_n_heads * c.index_head_dim, c.q_lora_rank},
                       ix.q_b_proj));
     visit(linear_slot(p + "attn.indexer.weights_proj.weight", Shape{c.index_n_heads, D}, ix.weights_proj));
-    visit_compressor(p + "attn.indexer.compressor.", c.compress_ratio[l], 2, c.index_head_dim, D, ix.compressor,
-                     visit);
+    visit_compressor(p + "attn.indexer.compressor.", k.compress_ratio, 2, c.index_head_dim, D, ix.compressor, visit);
   }
 
   auto& m = L.moe;
   visit(linear_slot(p + "ffn.gate.weight", Shape{c.n_routed_experts, D}, m.router));
-  if (!c.hash_routed[l])
+  if (!k.hash_routed)
     visit({p + "ffn.gate.bias", Shape{c.n_routed_experts}, WeightRole::SelectionBias, &m.selection_bias});
   m.experts.resize(c.n_routed_experts);
   for (int e = 0; e < c.n_routed_experts; ++e)
@@ -80,14 +87,28 @@ void visit_layer(const ModelConfig& c, int l, LayerWeights& L, const Visit& visi
 
 }  // namespace
 
+void for_each_mtp_weight(const ModelConfig& c, MtpWeights& m, const Visit& visit) {
+  const int D = c.hidden_size, N = c.hc_mult;
+  visit(linear_slot("mtp.0.e_proj.weight", Shape{D, D}, m.e_proj));
+  visit(linear_slot("mtp.0.h_proj.weight", Shape{D, D}, m.h_proj));
+  visit({"mtp.0.enorm.weight", Shape{D}, WeightRole::NormWeight, &m.enorm});
+  visit({"mtp.0.hnorm.weight", Shape{D}, WeightRole::NormWeight, &m.hnorm});
+  visit({"mtp.0.norm.weight", Shape{D}, WeightRole::NormWeight, &m.norm});
+  visit_hc("mtp.0.", N, int64_t{N} * D, m.hc_head, 1, visit, "hc_head_fn", "hc_head_base", "hc_head_scale");
+  visit_layer(c, {"mtp.0.", AttentionKind::Sliding, 0, false}, m.block, visit);
+}
+
 void for_each_weight(const ModelConfig& c, ModelWeights& w, const Visit& visit) {
   const int D = c.hidden_size, N = c.hc_mult;
   visit({"embed.weight", Shape{c.vocab_size, D}, WeightRole::Embedding, &w.embed});
   w.layers.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) visit_layer(c, l, w.layers[l], visit);
+  for (int l = 0; l < c.num_layers; ++l)
+    visit_layer(c, {fmt::format("layers.{}.", l), c.attention[l], c.compress_ratio[l], c.hash_routed[l]}, w.layers[l],
+                visit);
   visit_hc("", N, int64_t{N} * D, w.hc_head, 1, visit, "hc_head_fn", "hc_head_base", "hc_head_scale");
   visit({"norm.weight", Shape{D}, WeightRole::NormWeight, &w.norm});
   visit(linear_slot("head.weight", Shape{c.vocab_size, D}, w.head));
+  if (w.mtp) for_each_mtp_weight(c, *w.mtp, visit);
 }
 
 }  // namespace frank::model

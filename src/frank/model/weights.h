@@ -66,12 +66,21 @@ struct LayerWeights {
   MoeWeights moe;
 };
 
+// The multi-token-prediction block (dsv4-model.md §7): it shares the main embedding and head.
+struct MtpWeights {
+  LinearWeight e_proj, h_proj;     // [hidden, hidden]: the next token's embedding, the main streams
+  Tensor enorm, hnorm, norm;       // [hidden]
+  HyperConnectionWeights hc_head;  // its own hyper-head
+  LayerWeights block;              // a decoder layer: sliding attention, scored MoE
+};
+
 struct ModelWeights {
   Tensor embed;  // [vocab, hidden]
   LinearWeight head;  // [vocab, hidden]
   Tensor norm;   // [hidden]
   HyperConnectionWeights hc_head;  // fn [N, N*D], base [N], scale [1]
   std::vector<LayerWeights> layers;
+  std::optional<MtpWeights> mtp;  // when the checkpoint ships mtp.0.*
 };
 
 // What a weight is, for initialisers that need to know (synthetic models).
@@ -91,6 +100,8 @@ struct WeightSlot {
 // Lays out `w` for `config` (sizes the per-layer vectors, sets up missing optional parts; existing
 // values are kept, so it also walks a filled model) and calls `visit`
 // once per fp32 tensor, experts included. tid2eid tables are not fp32 and are not visited.
+// The MTP block's weights (official names mtp.0.*) are visited when `w.mtp` is set.
 void for_each_weight(const ModelConfig& config, ModelWeights& w, const std::function<void(const WeightSlot&)>& visit);
+void for_each_mtp_weight(const ModelConfig& config, MtpWeights& w, const std::function<void(const WeightSlot&)>& visit);
 
 }  // namespace frank::model
