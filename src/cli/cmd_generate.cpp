@@ -1,11 +1,16 @@
-// `frank generate`: continue a token sequence, greedy by default.
+// `frank generate`: continue a token sequence, greedy by default; with --draft-tokens K the model's
+// MTP block drafts K tokens per verify step (the same tokens for greedy, the same distribution
+// when sampling).
 #include <fmt/format.h>
 
 #include <chrono>
 #include <iostream>
 
 #include "commands.h"
+#include "frank/core/error.h"
+#include "frank/engine/mtp_drafter.h"
 #include "frank/engine/sampling.h"
+#include "frank/engine/speculative.h"
 #include "model_source.h"
 
 namespace frank::cli {
@@ -17,7 +22,38 @@ struct GenerateOptions {
   int max_tokens = 16;
   engine::SamplingParams sampling;
   bool ignore_eos = false;
+  int draft_tokens = 0;
 };
+
+// Ends the generated ids at the end-of-sequence token (kept) unless it is ignored, and at the limit.
+void finish(std::vector<int32_t>& generated, const GenerateOptions& o, int32_t eos) {
+  if (!o.ignore_eos)
+    if (auto it = std::find(generated.begin(), generated.end(), eos); it != generated.end())
+      generated.erase(it + 1, generated.end());
+  if (static_cast<int>(generated.size()) > o.max_tokens) generated.resize(static_cast<size_t>(o.max_tokens));
+}
+
+// Verify steps with the MTP drafter until the limit or the end-of-sequence token.
+std::vector<int32_t> speculative(const engine::Model& model, const GenerateOptions& o,
+                                 const std::vector<int32_t>& prompt) {
+  engine::MtpDrafter drafter(model);
+  engine::SpeculativeDecoder decoder(model, drafter, o.draft_tokens, o.sampling);
+  engine::Session session = model.new_session();
+  Tensor streams;
+  const Tensor logits = model.forward(session, prompt, engine::Model::Logits::Last, &streams);
+  decoder.start(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols())), streams, 0);
+  std::vector<int32_t> tokens = prompt;
+  const auto eos = model.config().eos_token_id;
+  while (static_cast<int>(tokens.size() - prompt.size()) < o.max_tokens &&
+         (o.ignore_eos || std::find(tokens.begin() + static_cast<int64_t>(prompt.size()), tokens.end(), eos) ==
+                              tokens.end()))
+    decoder.step(session, tokens);
+  const auto& st = decoder.stats();
+  std::cerr << fmt::format("{} verify steps, {} drafted, {} accepted ({:.2f} tokens per verify step)\n",
+                           st.verify_steps, st.drafted, st.accepted,
+                           static_cast<double>(st.emitted) / static_cast<double>(std::max<int64_t>(1, st.verify_steps)));
+  return {tokens.begin() + static_cast<int64_t>(prompt.size()), tokens.end()};
+}
 
 void run(const GenerateOptions& o) {
   const auto model = o.source.load();
@@ -27,15 +63,17 @@ void run(const GenerateOptions& o) {
   engine::Session session = model->new_session();
 
   const auto start = std::chrono::steady_clock::now();
-  Tensor logits = model->forward(session, prompt);
   std::vector<int32_t> generated;
-  while (static_cast<int>(generated.size()) < o.max_tokens) {
+  if (o.draft_tokens > 0) generated = speculative(*model, o, prompt);
+  Tensor logits = o.draft_tokens > 0 ? Tensor() : model->forward(session, prompt);
+  while (o.draft_tokens == 0 && static_cast<int>(generated.size()) < o.max_tokens) {
     const int32_t next = sampler.next(std::span<const float>(logits.row(logits.rows() - 1), logits.cols()));
     generated.push_back(next);
     if (next == config.eos_token_id && !o.ignore_eos) break;
     if (static_cast<int>(generated.size()) == o.max_tokens) break;
     logits = model->forward(session, std::span<const int32_t>(&next, 1));
   }
+  finish(generated, o, config.eos_token_id);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cerr << fmt::format("{} prompt + {} generated tokens in {:.3f} s\n", prompt.size(), generated.size(), seconds);
   std::cout << format_ids(generated) << "\n";
@@ -54,6 +92,10 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--top-p", opts->sampling.top_p, "nucleus sampling mass")->capture_default_str();
   cmd->add_option("--seed", opts->sampling.seed, "seed of the sampler (with --temperature > 0)")->capture_default_str();
   cmd->add_flag("--ignore-eos", opts->ignore_eos, "keep generating after the end-of-sequence token");
+  cmd->add_option("--draft-tokens", opts->draft_tokens,
+                  "speculative decoding: tokens the MTP block drafts per verify step (0: off; needs mtp.0.*)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 16));
   cmd->callback([opts] { run(*opts); });
 }
 

@@ -50,6 +50,22 @@ TEST(Cli, GreedyGenerateStartsWithTransformersArgmax) {
   EXPECT_EQ(std::count(line.begin(), line.end(), ','), 4) << line;
 }
 
+TEST(Cli, DraftTokensGiveTheSameGreedyTokens) {
+  const auto mtp = fixture_root().parent_path() / "dsv4-mtp" / "tiny-v4-mtp";
+  const std::string base = fmt::format("generate --model {} --ids 5,17,3,9 --max-tokens 24 --ignore-eos", mtp.string());
+  const auto plain = run_frank(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output();
+  for (int k : {1, 3}) {
+    const auto drafted = run_frank(base + fmt::format(" --draft-tokens {}", k));
+    ASSERT_EQ(drafted.exit_code, 0) << drafted.output();
+    EXPECT_EQ(drafted.last_line(), plain.last_line()) << "k = " << k;
+    EXPECT_THAT(drafted.err, ::testing::HasSubstr("verify steps"));
+  }
+  const auto no_mtp = run_frank(fmt::format("generate --model {} --draft-tokens 2", (fixture_root() / "tiny-v4").string()));
+  EXPECT_EQ(no_mtp.exit_code, 1);
+  EXPECT_THAT(no_mtp.err, ::testing::HasSubstr("has no MTP block"));
+}
+
 TEST(Cli, EmbeddedDefaultModelRunsWithoutCheckpoint) {
   const auto r = run_frank("generate --max-tokens 4");
   EXPECT_EQ(r.exit_code, 0) << r.output();

@@ -3,10 +3,16 @@
 // tokens cross CSA (4) and HCA (16) window closes and wrap the 8-row window ring many times.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <span>
 
 #include "fixture.h"
 #include "frank/engine/model.h"
+#include "frank/engine/mtp_drafter.h"
 #include "frank/engine/sampling.h"
 #include "frank/engine/speculative.h"
 #include "frank/model/loader.h"
@@ -61,8 +67,9 @@ TEST(SpeculativeGolden, GreedyEqualsPlainGreedyForEveryDrafter) {
         SpeculativeDecoder decoder(model, drafter, k, SamplingParams{});
         std::vector<int32_t> tokens = prompt;
         Session session = model.new_session();
-        const Tensor prefill = model.forward(session, tokens, Model::Logits::Last);
-        decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(f.vocab)));
+        Tensor streams;
+        const Tensor prefill = model.forward(session, tokens, Model::Logits::Last, &streams);
+        decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(f.vocab)), streams, 0);
         while (tokens.size() < plain.size()) decoder.step(session, tokens);
         tokens.resize(plain.size());
         ASSERT_EQ(tokens, plain) << f.name() << ": k = " << k << ", drafter " << name;
@@ -75,6 +82,41 @@ TEST(SpeculativeGolden, GreedyEqualsPlainGreedyForEveryDrafter) {
         }
         EXPECT_EQ(st.emitted, st.verify_steps + st.accepted);
       }
+  }
+}
+
+// The same with the model's own MTP block drafting (the fixture with an MTP block), k = 1..4.
+TEST(SpeculativeGolden, MtpDraftedGreedyEqualsPlainGreedy) {
+  auto loaded = model::load_model(std::filesystem::path(FRANK_FIXTURE_DIR) / "dsv4-mtp" / "tiny-v4-mtp");
+  const Model model(std::move(loaded.config), std::move(loaded.weights));
+  const auto meta = nlohmann::json::parse(
+      std::ifstream(std::filesystem::path(FRANK_FIXTURE_DIR) / "dsv4-mtp" / "tiny-v4-mtp" / "golden.json"));
+  const auto ids = meta.at("ids").get<std::vector<int32_t>>();
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 10);
+  const size_t total = prompt.size() + 40;
+
+  std::vector<int32_t> plain = prompt;
+  Session s = model.new_session();
+  Tensor logits = model.forward(s, plain, Model::Logits::Last);
+  while (plain.size() < total) {
+    plain.push_back(argmax(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols()))));
+    logits = model.forward(s, std::span<const int32_t>(&plain.back(), 1), Model::Logits::Last);
+  }
+  for (int k = 1; k <= 4; ++k) {
+    MtpDrafter drafter(model);
+    SpeculativeDecoder decoder(model, drafter, k, SamplingParams{});
+    std::vector<int32_t> tokens = prompt;
+    Session session = model.new_session();
+    Tensor streams;
+    const Tensor prefill = model.forward(session, tokens, Model::Logits::Last, &streams);
+    decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(prefill.cols())), streams, 0);
+    while (tokens.size() < total) decoder.step(session, tokens);
+    tokens.resize(total);
+    ASSERT_EQ(tokens, plain) << "k = " << k;
+    const auto& st = decoder.stats();
+    std::cout << fmt::format("[mtp drafts] k = {}: {} verify steps, {} of {} drafts accepted\n", k, st.verify_steps,
+                             st.accepted, st.drafted);
+    EXPECT_EQ(st.drafted, st.verify_steps * k);
   }
 }
 

@@ -63,7 +63,10 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& model, Drafter& drafter, int
   stats_.accepted_at.assign(static_cast<size_t>(draft_tokens), 0);
 }
 
-void SpeculativeDecoder::start(std::span<const float> logits) { pending_ = sampling_distribution(logits, sampling_); }
+void SpeculativeDecoder::start(std::span<const float> logits, const Tensor& streams, int64_t first) {
+  pending_ = sampling_distribution(logits, sampling_);
+  drafter_.observe(streams, first);
+}
 
 int SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens) {
   if (pending_.empty()) throw Error("speculative decoding: step() before start()");
@@ -75,7 +78,8 @@ int SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens) {
   std::vector<int32_t> fed{next};
   for (const Draft& d : drafts) fed.push_back(d.token);
   const SessionCheckpoint before = take_checkpoint(session);
-  const Tensor logits = model_.forward(session, fed);
+  Tensor streams;
+  const Tensor logits = model_.forward(session, fed, Model::Logits::All, &streams);
   std::vector<std::vector<double>> target;
   for (int64_t r = 0; r < logits.rows(); ++r)
     target.push_back(
@@ -85,6 +89,9 @@ int SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens) {
   if (a.accepted < static_cast<int>(drafts.size())) session = model_.rewind(before, session, 1 + a.accepted);
   for (int i = 0; i < a.accepted; ++i) tokens.push_back(drafts[static_cast<size_t>(i)].token);
   pending_ = std::move(a.next);
+  streams.shape[0] = 1 + a.accepted;  // the kept positions' rows come first
+  streams.data.resize(static_cast<size_t>(streams.shape[0] * streams.shape[1]));
+  drafter_.observe(streams, before.position);
 
   ++stats_.verify_steps;
   stats_.drafted += static_cast<int64_t>(drafts.size());

@@ -30,6 +30,13 @@ struct Draft {
 class Drafter {
  public:
   virtual ~Drafter() = default;
+  // The main model's residual streams (before its hyper-head) of the positions first .. first +
+  // rows - 1, as the session keeps them: after the prefill and after each verify step's accepted
+  // tokens.
+  virtual void observe(const Tensor& streams, int64_t first) {
+    (void)streams;
+    (void)first;
+  }
   // Up to k proposals for the tokens after `tokens` (the whole sequence so far, including the
   // token the verify step feeds first).
   virtual std::vector<Draft> propose(std::span<const int32_t> tokens, int k) = 0;
@@ -58,8 +65,9 @@ class SpeculativeDecoder {
  public:
   SpeculativeDecoder(const Model& model, Drafter& drafter, int draft_tokens, const SamplingParams& sampling);
 
-  // After a prefill of `tokens` into `session`: `logits` are the logits of its last position.
-  void start(std::span<const float> logits);
+  // After a prefill into `session`: `logits` are the logits of its last position, `streams` the
+  // prefill's residual streams of positions first .. (for the drafter).
+  void start(std::span<const float> logits, const Tensor& streams, int64_t first);
   // One verify step: draws the next token, asks the drafter for up to k more, feeds them all in one
   // forward call, keeps the accepted prefix (rewinding the rest) and appends the emitted tokens
   // (1..k+1) to `tokens`. Returns how many were emitted.
