@@ -47,7 +47,7 @@ std::vector<int32_t> speculative(const engine::Model& model, const GenerateOptio
   while (static_cast<int>(tokens.size() - prompt.size()) < o.max_tokens &&
          (o.ignore_eos || std::find(tokens.begin() + static_cast<int64_t>(prompt.size()), tokens.end(), eos) ==
                               tokens.end()))
-    decoder.step(session, tokens);
+    decoder.step(session, tokens, decoder.draft_tokens());
   const auto& st = decoder.stats();
   std::cerr << fmt::format("{} verify steps, {} drafted, {} accepted ({:.2f} tokens per verify step)\n",
                            st.verify_steps, st.drafted, st.accepted,

@@ -52,6 +52,10 @@ void run(ServeOptions o) {
   if (o.server.model_name.empty())
     o.server.model_name = o.source.model_dir.empty() ? "frank-synthetic-" + o.source.synthetic
                                                      : std::filesystem::path(o.source.model_dir).filename().string();
+  if (o.server.draft_tokens > 0 && !model->weights().mtp)
+    std::cout << "note: the model has no MTP block (mtp.0.*): speculative decoding is off\n";
+  if (o.server.draft_tokens >= model->config().sliding_window)
+    throw Error(fmt::format("--draft-tokens must be below the sliding window ({})", model->config().sliding_window));
   server::HttpServer http(*model, tokenizer, o.server);
   const int port = http.bind();
   g_server = &http;
@@ -105,6 +109,10 @@ void register_serve(CLI::App& app) {
                   "most alternatives per token a request may ask for (logprobs / top_logprobs)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  cmd->add_option("--draft-tokens", opts->server.draft_tokens,
+                  "speculative decoding: tokens the model's MTP block drafts per verify step (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 16));
   cmd->add_option("--debug-step-delay-ms", opts->server.debug.step_delay_ms,
                   "lab self-tests: sleep this long after every forward step (a deliberately slower arm)")
       ->group("Debugging")

@@ -70,7 +70,7 @@ TEST(SpeculativeGolden, GreedyEqualsPlainGreedyForEveryDrafter) {
         Tensor streams;
         const Tensor prefill = model.forward(session, tokens, Model::Logits::Last, &streams);
         decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(f.vocab)), streams, 0);
-        while (tokens.size() < plain.size()) decoder.step(session, tokens);
+        while (tokens.size() < plain.size()) decoder.step(session, tokens, decoder.draft_tokens());
         tokens.resize(plain.size());
         ASSERT_EQ(tokens, plain) << f.name() << ": k = " << k << ", drafter " << name;
         const auto& st = decoder.stats();
@@ -110,7 +110,7 @@ TEST(SpeculativeGolden, MtpDraftedGreedyEqualsPlainGreedy) {
     Tensor streams;
     const Tensor prefill = model.forward(session, tokens, Model::Logits::Last, &streams);
     decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(prefill.cols())), streams, 0);
-    while (tokens.size() < total) decoder.step(session, tokens);
+    while (tokens.size() < total) decoder.step(session, tokens, decoder.draft_tokens());
     tokens.resize(total);
     ASSERT_EQ(tokens, plain) << "k = " << k;
     const auto& st = decoder.stats();

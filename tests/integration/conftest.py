@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 import requests
 
 FRANK = os.environ.get("FRANK_BINARY", os.path.join(os.path.dirname(__file__), "..", "..", "build", "frank"))
@@ -59,3 +60,16 @@ def server():
 
 def start_server(*args):
     return Server(*args)
+
+
+def metrics(server):
+    """{(name, frozenset(labels)): value} from /metrics, through Prometheus' own parser."""
+    out = {}
+    for family in text_string_to_metric_families(server.get("/metrics").text):
+        for s in family.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def total(m, name, **labels):
+    return sum(v for (n, ls), v in m.items() if n == name and set(labels.items()) <= set(ls))

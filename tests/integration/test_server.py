@@ -9,26 +9,12 @@ import time
 import openai
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import start_server
+from conftest import metrics, start_server, total
 
 
 def client(server, **kw):
     return openai.OpenAI(base_url=server.url + "/v1", api_key=kw.pop("api_key", "unused"), max_retries=0, **kw)
-
-
-def metrics(server):
-    """{(name, frozenset(labels)): value} from /metrics, through Prometheus' own parser."""
-    out = {}
-    for family in text_string_to_metric_families(server.get("/metrics").text):
-        for s in family.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
-
-
-def total(m, name, **labels):
-    return sum(v for (n, ls), v in m.items() if n == name and set(labels.items()) <= set(ls))
 
 
 def test_health_and_models(server):

@@ -65,15 +65,17 @@ SpeculativeDecoder::SpeculativeDecoder(const Model& model, Drafter& drafter, int
 
 void SpeculativeDecoder::start(std::span<const float> logits, const Tensor& streams, int64_t first) {
   pending_ = sampling_distribution(logits, sampling_);
+  pending_logits_.assign(logits.begin(), logits.end());
   drafter_.observe(streams, first);
 }
 
-int SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens) {
+std::vector<EmittedToken> SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens, int max_drafts) {
   if (pending_.empty()) throw Error("speculative decoding: step() before start()");
   const int32_t next = draw_token(pending_, rng_);
   tokens.push_back(next);
-  std::vector<Draft> drafts = drafter_.propose(tokens, k_);
-  if (static_cast<int>(drafts.size()) > k_) drafts.resize(static_cast<size_t>(k_));
+  const int k = std::max(0, std::min(k_, max_drafts));
+  std::vector<Draft> drafts = k > 0 ? drafter_.propose(tokens, k) : std::vector<Draft>{};
+  if (static_cast<int>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
 
   std::vector<int32_t> fed{next};
   for (const Draft& d : drafts) fed.push_back(d.token);
@@ -87,8 +89,14 @@ int SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens) {
 
   Acceptance a = accept_drafts(target, drafts, rng_);
   if (a.accepted < static_cast<int>(drafts.size())) session = model_.rewind(before, session, 1 + a.accepted);
-  for (int i = 0; i < a.accepted; ++i) tokens.push_back(drafts[static_cast<size_t>(i)].token);
+  std::vector<EmittedToken> emitted{{next, std::move(pending_logits_)}};
+  for (int i = 0; i < a.accepted; ++i) {
+    tokens.push_back(drafts[static_cast<size_t>(i)].token);
+    emitted.push_back({drafts[static_cast<size_t>(i)].token,
+                       std::vector<float>(logits.row(i), logits.row(i) + logits.cols())});
+  }
   pending_ = std::move(a.next);
+  pending_logits_.assign(logits.row(a.accepted), logits.row(a.accepted) + logits.cols());
   streams.shape[0] = 1 + a.accepted;  // the kept positions' rows come first
   streams.data.resize(static_cast<size_t>(streams.shape[0] * streams.shape[1]));
   drafter_.observe(streams, before.position);
@@ -98,7 +106,7 @@ int SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens) {
   stats_.accepted += a.accepted;
   for (int i = 0; i < a.accepted; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
   stats_.emitted += 1 + a.accepted;
-  return 1 + a.accepted;
+  return emitted;
 }
 
 }  // namespace frank::engine

@@ -61,6 +61,13 @@ struct SpeculativeStats {
   std::vector<int64_t> accepted_at;  // [i]: steps whose draft i was accepted
 };
 
+// A token a verify step emits, with the raw logits of the position it was chosen at (for
+// log-probabilities: the model's, whatever the acceptance rule drew it from).
+struct EmittedToken {
+  int32_t id = 0;
+  std::vector<float> logits;
+};
+
 class SpeculativeDecoder {
  public:
   SpeculativeDecoder(const Model& model, Drafter& drafter, int draft_tokens, const SamplingParams& sampling);
@@ -68,10 +75,11 @@ class SpeculativeDecoder {
   // After a prefill into `session`: `logits` are the logits of its last position, `streams` the
   // prefill's residual streams of positions first .. (for the drafter).
   void start(std::span<const float> logits, const Tensor& streams, int64_t first);
-  // One verify step: draws the next token, asks the drafter for up to k more, feeds them all in one
-  // forward call, keeps the accepted prefix (rewinding the rest) and appends the emitted tokens
-  // (1..k+1) to `tokens`. Returns how many were emitted.
-  int step(Session& session, std::vector<int32_t>& tokens);
+  // One verify step: draws the next token, asks the drafter for up to min(k, max_drafts) more,
+  // feeds them all in one forward call, keeps the accepted prefix (rewinding the rest) and appends
+  // the emitted tokens (1..k+1) to `tokens`, which the session has then consumed.
+  std::vector<EmittedToken> step(Session& session, std::vector<int32_t>& tokens, int max_drafts);
+  int draft_tokens() const { return k_; }
   const SpeculativeStats& stats() const { return stats_; }
 
  private:
@@ -80,7 +88,8 @@ class SpeculativeDecoder {
   int k_;
   SamplingParams sampling_;
   std::mt19937_64 rng_;
-  std::vector<double> pending_;  // the distribution of the next token
+  std::vector<double> pending_;        // the distribution of the next token
+  std::vector<float> pending_logits_;  // the model's logits there
   SpeculativeStats stats_;
 };
 

@@ -46,7 +46,7 @@ float role_sample(WeightRole role, const std::vector<int64_t>& shape, Gaussian& 
 
 }  // namespace
 
-std::vector<std::string> synthetic_names() { return {"tiny", "tiny-chat"}; }
+std::vector<std::string> synthetic_names() { return {"tiny", "tiny-chat", "tiny-chat-mtp"}; }
 
 ModelConfig synthetic_config(const std::string& name) {
   const auto names = synthetic_names();
@@ -54,7 +54,7 @@ ModelConfig synthetic_config(const std::string& name) {
     throw Error(fmt::format("unknown synthetic model '{}' (available: {})", name, fmt::join(names, ", ")));
   ModelConfig c;
   // tiny-chat has DeepSeek-V4's real vocabulary, so the real tokenizer and chat encoding work on it.
-  c.vocab_size = name == "tiny-chat" ? 129280 : 256;
+  c.vocab_size = name.starts_with("tiny-chat") ? 129280 : 256;
   c.hidden_size = 64;
   c.num_layers = 6;
   c.num_heads = 4;
@@ -74,7 +74,7 @@ ModelConfig synthetic_config(const std::string& name) {
   c.hc_sinkhorn_iters = 20;
   c.routed_scaling_factor = 1.5f;
   c.max_position_embeddings = 1048576;
-  c.num_nextn_predict_layers = 0;
+  c.num_nextn_predict_layers = name == "tiny-chat-mtp" ? 1 : 0;
   c.rope_main = RopeSpec{10000.0};
   c.rope_compress = RopeSpec{160000.0, true, 16.0, 65536, 32.0, 1.0};
   using K = AttentionKind;
@@ -87,6 +87,7 @@ ModelConfig synthetic_config(const std::string& name) {
 
 ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {
   ModelWeights w;
+  if (c.num_nextn_predict_layers > 0) w.mtp.emplace();
   Gaussian g(seed);
   for_each_weight(c, w, [&](const WeightSlot& slot) {
     *slot.dst = Tensor(slot.shape);

@@ -15,6 +15,7 @@ std::vector<std::string> synthetic_names();
 
 // "tiny": 6 layers (2 sliding, 2 CSA, 2 HCA), hidden 64, vocab 256, 8 experts, 3 hash layers.
 // "tiny-chat": the same with DeepSeek-V4's vocabulary of 129280 (the server's embedded default).
+// "tiny-chat-mtp": tiny-chat with an MTP block (random, so it drafts poorly): speculative decoding.
 // Throws frank::Error for an unknown name.
 ModelConfig synthetic_config(const std::string& name);
 

@@ -7,6 +7,7 @@
 
 #include "frank/core/error.h"
 #include "frank/core/splitmix64.h"
+#include "frank/engine/mtp_drafter.h"
 
 namespace frank::server {
 namespace {
@@ -64,18 +65,27 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_counter("frank_verify_steps_total", "Speculative verify steps (0 without speculative decoding)");
   m.declare_histogram("frank_tokens_per_verify_step", "Tokens accepted per verify step", {1, 2, 3, 4, 5, 6, 8});
   m.declare_histogram("frank_verify_step_seconds", "Time per verify step", latency);
+  m.declare_counter("frank_draft_tokens_total", "Tokens the MTP block drafted");
+  m.declare_counter("frank_draft_tokens_accepted_total", "Drafted tokens the verify steps accepted");
+  m.declare_counter("frank_draft_accepted_by_position_total",
+                    "Verify steps that accepted the draft at this position (label position, 1 = first draft)");
   m.declare_counter("frank_prefix_checkpoints_total", "Session checkpoints taken");
   m.declare_counter("frank_prefix_checkpoint_bytes_total", "Bytes of the session checkpoints taken");
   m.declare_counter("frank_prefix_cache_evictions_total", "Conversations evicted from the prefix cache");
 }
 
 EngineWorker::EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix,
-                           EngineDebugOptions debug)
-    : model_(model), metrics_(metrics), context_length_(context_length), prefix_(prefix), debug_(debug) {}
+                           EngineDebugOptions debug, int draft_tokens)
+    : model_(model),
+      metrics_(metrics),
+      context_length_(context_length),
+      prefix_(prefix),
+      debug_(debug),
+      draft_tokens_(draft_tokens) {}
 
-Tensor EngineWorker::forward(engine::Session& session, std::span<const int32_t> ids) {
+Tensor EngineWorker::forward(engine::Session& session, std::span<const int32_t> ids, Tensor* streams) {
   // Only the last position's logits are ever sampled from: the head runs once per call.
-  Tensor logits = model_.forward(session, ids, engine::Model::Logits::Last);
+  Tensor logits = model_.forward(session, ids, engine::Model::Logits::Last, streams);
   metrics_.add("frank_steps_total", 1);
   if (debug_.logit_noise > 0)
     perturb_logits(std::span<float>(logits.row(0), static_cast<size_t>(logits.cols())), session.position - 1,
@@ -145,7 +155,8 @@ JobEnd EngineWorker::generate(Job& job) {
   // Prefill what the cache did not cover, in chunks that end at checkpoint positions (multiples of
   // the interval, and the prompt's end: the next turn of a conversation starts there).
   const int64_t prompt_end = static_cast<int64_t>(req.prompt.size());
-  Tensor logits;
+  Tensor logits, prefill_streams;  // the last prefill chunk's logits (last row) and streams (the drafter's)
+  counted_ = {};
   auto is_boundary = [&](int64_t p) {
     return std::find(req.message_boundaries.begin(), req.message_boundaries.end(), p) != req.message_boundaries.end();
   };
@@ -155,7 +166,8 @@ JobEnd EngineWorker::generate(Job& job) {
                              (pos / prefix_.checkpoint_interval + 1) * prefix_.checkpoint_interval});
     for (int64_t b : req.message_boundaries)
       if (b > pos && b < next) next = b;
-    logits = forward(run.session, std::span<const int32_t>(req.prompt).subspan(pos, next - pos));
+    logits = forward(run.session, std::span<const int32_t>(req.prompt).subspan(pos, next - pos),
+                     drafting_possible() ? &prefill_streams : nullptr);
     pos = next;
     if (pos == prompt_end || pos % prefix_.checkpoint_interval == 0 || is_boundary(pos)) {
       run.checkpoints.push_back(engine::take_checkpoint(run.session));
@@ -164,26 +176,68 @@ JobEnd EngineWorker::generate(Job& job) {
     }
   }
 
-  engine::Sampler sampler(req.sampling);
+  // Each emitted token: its event (log-probabilities from the logits it was chosen at), then the
+  // checks that may end the request. Returns the finish reason, or nullptr to go on.
   const bool forced = !req.forced_completion.empty();
   const int limit = forced ? static_cast<int>(req.forced_completion.size()) : req.max_tokens;
-  while (true) {
-    const std::span<const float> last(logits.row(logits.rows() - 1), static_cast<size_t>(logits.cols()));
-    const int32_t next = forced ? req.forced_completion[end.completion_tokens] : sampler.next(last);
-    job.push(token_event(last, next, req.top_logprobs));
+  auto emit = [&](std::span<const float> chosen_at, int32_t id) -> const char* {
+    job.push(token_event(chosen_at, id, req.top_logprobs));
     if (end.completion_tokens++ == 0) {
       first_token = Clock::now();
       metrics_.observe("frank_time_to_first_token_seconds", seconds_since(start),
                        {{"cache", run.reused_tokens > 0 ? "warm" : "cold"}});
     }
-    if (job.stop_requested() == Job::StopRequest::Satisfied) return finish("stop");
-    if (const char* why = interrupted()) return finish(why);
-    if (!forced && next == config.eos_token_id && !req.ignore_eos) return finish("stop");
-    if (end.completion_tokens >= limit) return finish(forced ? "stop" : "length");
-    if (run.session.position >= context_length_) return finish("length");
+    if (job.stop_requested() == Job::StopRequest::Satisfied) return "stop";
+    if (const char* why = interrupted()) return why;
+    if (!forced && id == config.eos_token_id && !req.ignore_eos) return "stop";
+    if (end.completion_tokens >= limit) return forced ? "stop" : "length";
+    if (run.session.position >= context_length_) return "length";
+    return nullptr;
+  };
+  auto row = [](const Tensor& t, int64_t r) { return std::span<const float>(t.row(r), static_cast<size_t>(t.cols())); };
+
+  if (drafting_possible() && !forced) {
+    // Verify steps. A step may consume tokens past the one that ends the request (EOS, the
+    // limit); the kept session then holds them, which only costs the next turn a checkpoint.
+    engine::MtpDrafter drafter(model_);
+    engine::SpeculativeDecoder decoder(model_, drafter, draft_tokens_, req.sampling);
+    decoder.start(row(logits, logits.rows() - 1), prefill_streams, run.session.position - prefill_streams.rows());
+    while (true) {
+      const int room = static_cast<int>(context_length_ - run.session.position) - 1;
+      const auto step_start = Clock::now();
+      const auto emitted = decoder.step(run.session, fed, std::min(room, limit - end.completion_tokens - 1));
+      record_verify_step(emitted.size(), seconds_since(step_start), decoder.stats());
+      for (const auto& token : emitted)
+        if (const char* why = emit(token.logits, token.id)) return finish(why);
+    }
+  }
+  engine::Sampler sampler(req.sampling);
+  while (true) {
+    const auto last = row(logits, logits.rows() - 1);
+    const int32_t next = forced ? req.forced_completion[end.completion_tokens] : sampler.next(last);
+    if (const char* why = emit(last, next)) return finish(why);
     fed.push_back(next);
     logits = forward(run.session, std::span<const int32_t>(&next, 1));
   }
+}
+
+bool EngineWorker::drafting_possible() const { return draft_tokens_ > 0 && model_.weights().mtp.has_value(); }
+
+void EngineWorker::record_verify_step(size_t emitted, double seconds, const engine::SpeculativeStats& total) {
+  metrics_.add("frank_steps_total", 1);
+  metrics_.add("frank_verify_steps_total", 1);
+  metrics_.observe("frank_tokens_per_verify_step", static_cast<double>(emitted));
+  metrics_.observe("frank_verify_step_seconds", seconds);
+  // The totals are per request; the counters take this step's share.
+  metrics_.add("frank_draft_tokens_total", static_cast<double>(total.drafted - counted_.drafted));
+  metrics_.add("frank_draft_tokens_accepted_total", static_cast<double>(total.accepted - counted_.accepted));
+  for (size_t i = 0; i < total.accepted_at.size(); ++i) {
+    const int64_t before = i < counted_.accepted_at.size() ? counted_.accepted_at[i] : 0;
+    if (total.accepted_at[i] > before)
+      metrics_.add("frank_draft_accepted_by_position_total", static_cast<double>(total.accepted_at[i] - before),
+                   {{"position", std::to_string(i + 1)}});
+  }
+  counted_ = total;
 }
 
 }  // namespace frank::server

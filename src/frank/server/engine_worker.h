@@ -6,6 +6,7 @@
 #include "frank/engine/model.h"
 #include "frank/engine/prefix_cache.h"
 #include "frank/engine/prefix_store.h"
+#include "frank/engine/speculative.h"
 #include "frank/server/job.h"
 #include "frank/server/metrics.h"
 
@@ -25,8 +26,9 @@ class EngineWorker {
     const engine::PrefixStore* store = nullptr;  // none: nothing on disk
     int64_t checkpoint_interval = 1024;          // plus one at the end of every prompt
   };
+  // draft_tokens > 0: speculative decoding with the model's MTP block, when it has one.
   EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix,
-               EngineDebugOptions debug = {});
+               EngineDebugOptions debug = {}, int draft_tokens = 0);
   void execute(Job& job);
 
   // Declares the metrics this worker records (called once by the server).
@@ -37,8 +39,10 @@ class EngineWorker {
   // Where the prompt can start: a cached or stored session, or a new one.
   engine::Resume resume(const std::vector<int32_t>& prompt);
   // One forward call on the model, counted, with the debug faults applied: the last position's
-  // logits, [1, vocab].
-  Tensor forward(engine::Session& session, std::span<const int32_t> ids);
+  // logits, [1, vocab] (and the residual streams of every position into `streams`, when given).
+  Tensor forward(engine::Session& session, std::span<const int32_t> ids, Tensor* streams = nullptr);
+  bool drafting_possible() const;
+  void record_verify_step(size_t emitted, double seconds, const engine::SpeculativeStats& total);
   void keep(std::vector<int32_t> tokens, engine::Session session, std::vector<engine::SessionCheckpoint> checkpoints);
 
   const engine::Model& model_;
@@ -46,6 +50,8 @@ class EngineWorker {
   int context_length_;
   PrefixOptions prefix_;
   EngineDebugOptions debug_;
+  int draft_tokens_;
+  engine::SpeculativeStats counted_;  // the running request's stats already added to the counters
 };
 
 }  // namespace frank::server

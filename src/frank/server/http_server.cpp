@@ -33,7 +33,8 @@ EngineWorker::PrefixOptions HttpServer::prefix_options(const engine::Model& mode
 }
 
 HttpServer::HttpServer(const engine::Model& model, const model::Tokenizer& tokenizer, ServerOptions options)
-    : worker_(model, metrics_, options.context_length, prefix_options(model, options), options.debug),
+    : worker_(model, metrics_, options.context_length, prefix_options(model, options), options.debug,
+              options.draft_tokens),
       scheduler_(options.max_queue, [this](Job& job) { worker_.execute(job); }),
       ctx_{model, tokenizer, std::move(options), metrics_, scheduler_} {
   EngineWorker::declare_metrics(metrics_);
