@@ -113,6 +113,8 @@ void register_serve(CLI::App& app) {
                   "speculative decoding: tokens the model's MTP block drafts per verify step (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0, 16));
+  cmd->add_option("--record-routing", opts->server.record_routing,
+                  "append every step's routed experts to FILE (a routing trace for `frank plan build`)");
   cmd->add_option("--debug-step-delay-ms", opts->server.debug.step_delay_ms,
                   "lab self-tests: sleep this long after every forward step (a deliberately slower arm)")
       ->group("Debugging")

@@ -1,14 +1,24 @@
-"""Speculative decoding in `frank serve`: the embedded tiny model with an MTP block
+"""Speculative decoding and routing traces in `frank serve`: the embedded tiny model with an MTP block
 (`--synthetic tiny-chat-mtp`, random weights, so drafts are mostly rejected) drafting 3 tokens per
 verify step must answer exactly as the same server without drafting, log-probabilities included,
-and count its verify steps and drafts in /metrics."""
+and count its verify steps and drafts in /metrics. It also records its routing
+(`--record-routing`), which `frank plan build` must accept."""
+import struct
+import subprocess
+
 import pytest
-from conftest import metrics, start_server, total
+from conftest import FRANK, metrics, start_server, total
 
 
 @pytest.fixture(scope="module")
-def servers():
-    drafting = start_server("--synthetic", "tiny-chat-mtp", "--draft-tokens", "3", "--ctx", "2048")
+def trace_path(tmp_path_factory):
+    return tmp_path_factory.mktemp("routing") / "serve.trace"
+
+
+@pytest.fixture(scope="module")
+def servers(trace_path):
+    drafting = start_server("--synthetic", "tiny-chat-mtp", "--draft-tokens", "3", "--ctx", "2048",
+                            "--record-routing", str(trace_path))
     plain = start_server("--synthetic", "tiny-chat-mtp", "--draft-tokens", "0", "--ctx", "2048")
     yield drafting, plain
     drafting.stop()
@@ -51,3 +61,36 @@ def test_sampled_drafting_is_reproducible(servers):
     first = drafting.post("/v1/completions", json=body).json()["choices"][0]["text"]
     second = drafting.post("/v1/completions", json=body).json()["choices"][0]["text"]
     assert first == second
+
+
+def read_trace(path):
+    """Steps by kind, and the header, per the byte layout of docs/routing-traces.md (independent of frank)."""
+    data = path.read_bytes()
+    assert data[:8] == b"FRKROUTE"
+    version, flags, n_layers, n_experts, top_k, fp_len = struct.unpack_from("<6I", data, 8)
+    at = 32 + fp_len
+    kinds = []
+    while at < len(data):
+        marker, kind = struct.unpack_from("<4sI", data, at)
+        assert marker == b"STEP"
+        at += 8
+        for _ in range(n_layers):
+            (n_tokens,) = struct.unpack_from("<I", data, at)
+            ids = struct.unpack_from(f"<{n_tokens * top_k}H", data, at + 4)
+            assert all(i < n_experts for i in ids)
+            at += 4 + 2 * n_tokens * top_k
+        kinds.append(kind)
+    return (version, flags, n_layers, n_experts, top_k), kinds
+
+
+def test_recorded_routing_is_a_trace_plan_build_accepts(servers, trace_path, tmp_path):
+    drafting, _ = servers
+    drafting.post("/v1/completions", json={"prompt": "routing", "max_tokens": 6, "temperature": 0, "ignore_eos": True})
+    header, kinds = read_trace(trace_path)
+    assert header == (1, 0, 6, 8, 2)  # recorded (not synthetic), tiny model: 6 layers x 8 experts, top-2
+    assert kinds.count(1) >= 1 and kinds.count(2) >= 1  # verify steps and prefill chunks
+    plan = tmp_path / "plan.json"
+    result = subprocess.run([FRANK, "plan", "build", "--traces", str(trace_path), "--cpu-experts", "12",
+                             "--cache-slots", "4", "--out", str(plan)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert '"cpu_expert_count": 12' in plan.read_text()

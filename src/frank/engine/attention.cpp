@@ -130,7 +130,7 @@ Tensor Attention::forward(const Tensor& x, int64_t start, LayerState& state) con
       rope_.apply(o, hd, pos, /*inverse=*/true);  // K=V carried RoPE into the values: undo it at the query
     }
   }
-  state.last_call = {std::move(comp_kv), std::move(comp_gate), std::move(index_kv), std::move(index_gate)};
+  state.last_call = {std::move(comp_kv), std::move(comp_gate), std::move(index_kv), std::move(index_gate), {}};
   return grouped_output(heads);
 }
 

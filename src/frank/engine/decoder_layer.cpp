@@ -31,7 +31,9 @@ void decoder_layer(const model::ModelConfig& c, const model::LayerWeights& L, co
                    bool hash_routed, Tensor& streams, int64_t start, LayerState& state,
                    const std::vector<int32_t>& tokens) {
   hc_site(c, L.attn_hc, L.attn_norm, streams, [&](const Tensor& x) { return attention.forward(x, start, state); });
-  hc_site(c, L.ffn_hc, L.ffn_norm, streams, [&](const Tensor& x) { return moe_forward(c, L.moe, hash_routed, x, tokens); });
+  state.last_call.experts.clear();
+  hc_site(c, L.ffn_hc, L.ffn_norm, streams,
+          [&](const Tensor& x) { return moe_forward(c, L.moe, hash_routed, x, tokens, &state.last_call.experts); });
 }
 
 }  // namespace frank::engine

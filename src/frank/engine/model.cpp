@@ -102,7 +102,10 @@ Session Model::rewind(const SessionCheckpoint& before, const Session& after, int
       if (!t->empty() && t->rows() != call)
         throw Error("rewind: the session's last forward call is not the one after the checkpoint");
   Session s = restore_checkpoint(before, after);
-  for (int l = 0; l < config_.num_layers; ++l) attention_[l].replay(s.layers[l], after.layers[l], start, keep);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    attention_[l].replay(s.layers[l], after.layers[l], start, keep);
+    s.layers[l].last_call.experts = after.layers[l].last_call.experts;  // what the rewound call routed
+  }
   s.position = start + keep;
   return s;
 }

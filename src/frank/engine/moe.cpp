@@ -41,12 +41,13 @@ void swiglu_expert(const model::ExpertWeights& e, float limit, const float* x, f
 }
 
 Tensor moe_forward(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
-                   const std::vector<int32_t>& tokens) {
+                   const std::vector<int32_t>& tokens, std::vector<int32_t>* chosen) {
   const int D = c.hidden_size;
   Tensor out({x.rows(), int64_t{D}});
   std::vector<float> y(D);
   for (int64_t t = 0; t < x.rows(); ++t) {
     const Routing r = route(c, w, hash_layer, x.row(t), tokens[t]);
+    if (chosen != nullptr) chosen->insert(chosen->end(), r.experts.begin(), r.experts.end());
     // Accumulate in ascending expert id, as transformers' expert loop does, then add the shared expert.
     std::vector<size_t> order(r.experts.size());
     std::iota(order.begin(), order.end(), 0);

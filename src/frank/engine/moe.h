@@ -24,7 +24,8 @@ Routing route(const model::ModelConfig& c, const model::MoeWeights& w, bool hash
 void swiglu_expert(const model::ExpertWeights& e, float limit, const float* x, float* out);
 
 // x: [n, hidden] (after post_attention_layernorm), tokens: the n token ids. Returns [n, hidden].
+// `chosen`, when given, receives each token's routed experts in the router's order, token-major.
 Tensor moe_forward(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
-                   const std::vector<int32_t>& tokens);
+                   const std::vector<int32_t>& tokens, std::vector<int32_t>* chosen = nullptr);
 
 }  // namespace frank::engine

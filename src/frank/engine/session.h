@@ -12,10 +12,11 @@ namespace frank::engine {
 
 // The compressors' raw per-token projections of the last forward call (they are computed anyway
 // and moved here): what Model::rewind replays to take the compressors back to any token of that
-// call without recomputing the model.
+// call without recomputing the model. Also the experts the call routed to.
 struct CallRecord {
   Tensor compressor_kv, compressor_gate;  // [tokens, projection width]; empty without a compressor
   Tensor indexer_kv, indexer_gate;        // CSA layers
+  std::vector<int32_t> experts;           // [tokens, experts_per_token]: the routed experts (traces, stats)
 };
 
 struct LayerState {

@@ -104,6 +104,7 @@ void TraceWriter::write(const RoutingStep& step) {
     }
   }
   out_.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out_.flush();  // a killed recorder leaves every completed step on disk
   if (!out_) throw Error(fmt::format("writing routing trace '{}' failed", path_));
   ++steps_;
 }

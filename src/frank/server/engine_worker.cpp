@@ -66,6 +66,8 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_histogram("frank_tokens_per_verify_step", "Tokens accepted per verify step", {1, 2, 3, 4, 5, 6, 8});
   m.declare_histogram("frank_verify_step_seconds", "Time per verify step", latency);
   m.declare_counter("frank_draft_tokens_total", "Tokens the MTP block drafted");
+  m.declare_histogram("frank_verify_step_experts", "Distinct routed experts a verify step touched, summed over layers",
+                      {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096});
   m.declare_counter("frank_draft_tokens_accepted_total", "Drafted tokens the verify steps accepted");
   m.declare_counter("frank_draft_accepted_by_position_total",
                     "Verify steps that accepted the draft at this position (label position, 1 = first draft)");
@@ -75,18 +77,20 @@ void EngineWorker::declare_metrics(Metrics& m) {
 }
 
 EngineWorker::EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix,
-                           EngineDebugOptions debug, int draft_tokens)
+                           EngineDebugOptions debug, int draft_tokens, RoutingRecorder* routing)
     : model_(model),
       metrics_(metrics),
       context_length_(context_length),
       prefix_(prefix),
       debug_(debug),
-      draft_tokens_(draft_tokens) {}
+      draft_tokens_(draft_tokens),
+      routing_(routing) {}
 
 Tensor EngineWorker::forward(engine::Session& session, std::span<const int32_t> ids, Tensor* streams) {
   // Only the last position's logits are ever sampled from: the head runs once per call.
   Tensor logits = model_.forward(session, ids, engine::Model::Logits::Last, streams);
   metrics_.add("frank_steps_total", 1);
+  if (routing_ != nullptr) routing_->record(session, ids.size() == 1 ? experts::StepKind::Decode : experts::StepKind::Prefill);
   if (debug_.logit_noise > 0)
     perturb_logits(std::span<float>(logits.row(0), static_cast<size_t>(logits.cols())), session.position - 1,
                    debug_.logit_noise);
@@ -206,7 +210,7 @@ JobEnd EngineWorker::generate(Job& job) {
       const int room = static_cast<int>(context_length_ - run.session.position) - 1;
       const auto step_start = Clock::now();
       const auto emitted = decoder.step(run.session, fed, std::min(room, limit - end.completion_tokens - 1));
-      record_verify_step(emitted.size(), seconds_since(step_start), decoder.stats());
+      record_verify_step(run.session, emitted.size(), seconds_since(step_start), decoder.stats());
       for (const auto& token : emitted)
         if (const char* why = emit(token.logits, token.id)) return finish(why);
     }
@@ -223,7 +227,10 @@ JobEnd EngineWorker::generate(Job& job) {
 
 bool EngineWorker::drafting_possible() const { return draft_tokens_ > 0 && model_.weights().mtp.has_value(); }
 
-void EngineWorker::record_verify_step(size_t emitted, double seconds, const engine::SpeculativeStats& total) {
+void EngineWorker::record_verify_step(const engine::Session& session, size_t emitted, double seconds,
+                                      const engine::SpeculativeStats& total) {
+  if (routing_ != nullptr) routing_->record(session, experts::StepKind::Verify);
+  metrics_.observe("frank_verify_step_experts", static_cast<double>(experts_touched(session)));
   metrics_.add("frank_steps_total", 1);
   metrics_.add("frank_verify_steps_total", 1);
   metrics_.observe("frank_tokens_per_verify_step", static_cast<double>(emitted));

@@ -9,6 +9,7 @@
 #include "frank/engine/speculative.h"
 #include "frank/server/job.h"
 #include "frank/server/metrics.h"
+#include "frank/server/routing_recorder.h"
 
 namespace frank::server {
 
@@ -28,7 +29,7 @@ class EngineWorker {
   };
   // draft_tokens > 0: speculative decoding with the model's MTP block, when it has one.
   EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix,
-               EngineDebugOptions debug = {}, int draft_tokens = 0);
+               EngineDebugOptions debug = {}, int draft_tokens = 0, RoutingRecorder* routing = nullptr);
   void execute(Job& job);
 
   // Declares the metrics this worker records (called once by the server).
@@ -42,7 +43,8 @@ class EngineWorker {
   // logits, [1, vocab] (and the residual streams of every position into `streams`, when given).
   Tensor forward(engine::Session& session, std::span<const int32_t> ids, Tensor* streams = nullptr);
   bool drafting_possible() const;
-  void record_verify_step(size_t emitted, double seconds, const engine::SpeculativeStats& total);
+  void record_verify_step(const engine::Session& session, size_t emitted, double seconds,
+                          const engine::SpeculativeStats& total);
   void keep(std::vector<int32_t> tokens, engine::Session session, std::vector<engine::SessionCheckpoint> checkpoints);
 
   const engine::Model& model_;
@@ -51,6 +53,7 @@ class EngineWorker {
   PrefixOptions prefix_;
   EngineDebugOptions debug_;
   int draft_tokens_;
+  RoutingRecorder* routing_;
   engine::SpeculativeStats counted_;  // the running request's stats already added to the counters
 };
 

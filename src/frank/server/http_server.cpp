@@ -32,9 +32,14 @@ EngineWorker::PrefixOptions HttpServer::prefix_options(const engine::Model& mode
   return {prefix_cache_.get(), prefix_store_.get(), o.prefix_checkpoint_interval};
 }
 
+RoutingRecorder* HttpServer::routing_recorder(const engine::Model& model, const ServerOptions& o) {
+  if (!o.record_routing.empty()) routing_ = std::make_unique<RoutingRecorder>(o.record_routing, model.config());
+  return routing_.get();
+}
+
 HttpServer::HttpServer(const engine::Model& model, const model::Tokenizer& tokenizer, ServerOptions options)
     : worker_(model, metrics_, options.context_length, prefix_options(model, options), options.debug,
-              options.draft_tokens),
+              options.draft_tokens, routing_recorder(model, options)),
       scheduler_(options.max_queue, [this](Job& job) { worker_.execute(job); }),
       ctx_{model, tokenizer, std::move(options), metrics_, scheduler_} {
   EngineWorker::declare_metrics(metrics_);

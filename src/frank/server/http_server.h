@@ -23,10 +23,12 @@ class HttpServer {
  private:
   void install_routes();
   EngineWorker::PrefixOptions prefix_options(const engine::Model& model, const ServerOptions& options);
+  RoutingRecorder* routing_recorder(const engine::Model& model, const ServerOptions& options);
 
   Metrics metrics_;
   std::unique_ptr<engine::PrefixCache> prefix_cache_;
   std::unique_ptr<engine::PrefixStore> prefix_store_;
+  std::unique_ptr<RoutingRecorder> routing_;
   EngineWorker worker_;
   Scheduler scheduler_;
   ServerContext ctx_;

@@ -27,6 +27,7 @@ struct ServerOptions {
   int64_t prefix_checkpoint_interval = 1024;
   int max_logprobs = 20;  // the most alternatives a request may ask for per token
   int draft_tokens = 3;   // speculative decoding with the MTP block (0: off; no effect without one)
+  std::string record_routing;  // append every step's routed experts to this trace (empty: off)
   EngineDebugOptions debug;
 };
 
