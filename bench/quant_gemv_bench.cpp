@@ -18,11 +18,16 @@
 
 #include "frank/core/error.h"
 #include "frank/cpu/quant/quant_gemv.h"
+#include "memory_bandwidth.h"
 
 namespace {
 
 using frank::cpu::CpuKernels;
-using Clock = std::chrono::steady_clock;
+using frank::bench::Clock;
+using frank::bench::read_bandwidth;
+using frank::bench::seconds_since;
+using frank::bench::Stats;
+using frank::bench::stats;
 
 struct Options {
   int reps = 30;
@@ -43,47 +48,6 @@ Options parse_args(int argc, char** argv) {
   }
   if (o.reps < 1) throw frank::Error("--reps must be >= 1");
   return o;
-}
-
-struct Stats {
-  double median, p25, p75, min, max;
-};
-
-Stats stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
-  return {at(0.5), at(0.25), at(0.75), v.front(), v.back()};
-}
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// Sums 64-bit words with 8 independent accumulators: far more load throughput than DRAM gives.
-uint64_t stream_sum(const uint64_t* p, size_t words) {
-  uint64_t acc[8] = {};
-  for (size_t i = 0; i + 8 <= words; i += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += p[i + k];
-  uint64_t s = 0;
-  for (uint64_t a : acc) s += a;
-  return s;
-}
-
-// DRAM read bandwidth in GB/s over `mib` MiB, the median of `reps` passes, split over `threads`.
-Stats read_bandwidth(const std::vector<uint64_t>& buffer, unsigned threads, int reps) {
-  std::vector<double> gbps;
-  volatile uint64_t sink = 0;
-  for (int r = 0; r < reps; ++r) {
-    std::vector<uint64_t> sums(threads);
-    const size_t per_thread = buffer.size() / threads;
-    const auto start = Clock::now();
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] { sums[t] = stream_sum(buffer.data() + t * per_thread, per_thread); });
-    for (auto& th : pool) th.join();
-    const double s = seconds_since(start);
-    for (uint64_t v : sums) sink = sink + v;
-    gbps.push_back(static_cast<double>(per_thread * threads * sizeof(uint64_t)) / s / 1e9);
-  }
-  return stats(gbps);
 }
 
 struct Shape {

@@ -1,0 +1,56 @@
+#pragma once
+// What the benchmarks share: robust summaries of repeated timings, and the machine's DRAM read
+// bandwidth measured in the same run (the physical limit a weight-streaming kernel is judged by).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace frank::bench {
+
+using Clock = std::chrono::steady_clock;
+
+struct Stats {
+  double median, p25, p75, min, max;
+};
+
+inline Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+  return {at(0.5), at(0.25), at(0.75), v.front(), v.back()};
+}
+
+inline double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Sums 64-bit words with 8 independent accumulators: far more load throughput than DRAM gives.
+inline uint64_t stream_sum(const uint64_t* p, size_t words) {
+  uint64_t acc[8] = {};
+  for (size_t i = 0; i + 8 <= words; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += p[i + k];
+  uint64_t s = 0;
+  for (uint64_t a : acc) s += a;
+  return s;
+}
+
+// DRAM read bandwidth in GB/s of streaming `buffer` (make it much larger than the LLC), one value
+// per pass, split over `threads`.
+inline Stats read_bandwidth(const std::vector<uint64_t>& buffer, unsigned threads, int reps) {
+  std::vector<double> gbps;
+  volatile uint64_t sink = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<uint64_t> sums(threads);
+    const size_t per_thread = buffer.size() / threads;
+    const auto start = Clock::now();
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { sums[t] = stream_sum(buffer.data() + t * per_thread, per_thread); });
+    for (auto& th : pool) th.join();
+    const double s = seconds_since(start);
+    for (uint64_t v : sums) sink = sink + v;
+    gbps.push_back(static_cast<double>(per_thread * threads * sizeof(uint64_t)) / s / 1e9);
+  }
+  return stats(gbps);
+}
+
+}  // namespace frank::bench
