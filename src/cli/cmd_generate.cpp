@@ -5,12 +5,15 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
 #include "frank/core/error.h"
+#include "frank/engine/draft_length.h"
 #include "frank/engine/mtp_drafter.h"
 #include "frank/engine/sampling.h"
 #include "frank/engine/speculative.h"
+#include "frank/server/engine_worker.h"
 #include "model_source.h"
 
 namespace frank::cli {
@@ -22,7 +25,7 @@ struct GenerateOptions {
   int max_tokens = 16;
   engine::SamplingParams sampling;
   bool ignore_eos = false;
-  int draft_tokens = 0;
+  std::string draft_tokens = "0";
 };
 
 // Ends the generated ids at the end-of-sequence token (kept) unless it is ignored, and at the limit.
@@ -33,11 +36,15 @@ void finish(std::vector<int32_t>& generated, const GenerateOptions& o, int32_t e
   if (static_cast<int>(generated.size()) > o.max_tokens) generated.resize(static_cast<size_t>(o.max_tokens));
 }
 
-// Verify steps with the MTP drafter until the limit or the end-of-sequence token.
+// Verify steps with the MTP drafter until the limit or the end-of-sequence token; `draft_tokens`
+// is a count or auto (chosen per step from measured costs).
 std::vector<int32_t> speculative(const engine::Model& model, const GenerateOptions& o,
-                                 const std::vector<int32_t>& prompt) {
+                                 const std::vector<int32_t>& prompt, int draft_tokens) {
+  std::optional<engine::DraftLengthChooser> chooser;
+  if (draft_tokens == server::kAutoDraftTokens) chooser.emplace(std::min(4, model.config().sliding_window - 1));
   engine::MtpDrafter drafter(model);
-  engine::SpeculativeDecoder decoder(model, drafter, o.draft_tokens, o.sampling);
+  engine::SpeculativeDecoder decoder(model, drafter, chooser ? chooser->max_draft_tokens() : draft_tokens,
+                                     o.sampling);
   engine::Session session = model.new_session();
   Tensor streams;
   const Tensor logits = model.forward(session, prompt, engine::Model::Logits::Last, &streams);
@@ -46,8 +53,15 @@ std::vector<int32_t> speculative(const engine::Model& model, const GenerateOptio
   const auto eos = model.config().eos_token_id;
   while (static_cast<int>(tokens.size() - prompt.size()) < o.max_tokens &&
          (o.ignore_eos || std::find(tokens.begin() + static_cast<int64_t>(prompt.size()), tokens.end(), eos) ==
-                              tokens.end()))
-    decoder.step(session, tokens, decoder.draft_tokens());
+                              tokens.end())) {
+    const int wanted = chooser ? chooser->next() : draft_tokens;
+    const int64_t drafted_before = decoder.stats().drafted;
+    const auto start = std::chrono::steady_clock::now();
+    const auto emitted = decoder.step(session, tokens, wanted);
+    if (chooser)
+      chooser->observe(static_cast<int>(decoder.stats().drafted - drafted_before), static_cast<int>(emitted.size()) - 1,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   const auto& st = decoder.stats();
   std::cerr << fmt::format("{} verify steps, {} drafted, {} accepted ({:.2f} tokens per verify step)\n",
                            st.verify_steps, st.drafted, st.accepted,
@@ -64,9 +78,10 @@ void run(const GenerateOptions& o) {
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<int32_t> generated;
-  if (o.draft_tokens > 0) generated = speculative(*model, o, prompt);
-  Tensor logits = o.draft_tokens > 0 ? Tensor() : model->forward(session, prompt);
-  while (o.draft_tokens == 0 && static_cast<int>(generated.size()) < o.max_tokens) {
+  const int draft_tokens = parse_draft_tokens(o.draft_tokens);
+  if (draft_tokens != 0) generated = speculative(*model, o, prompt, draft_tokens);
+  Tensor logits = draft_tokens != 0 ? Tensor() : model->forward(session, prompt);
+  while (draft_tokens == 0 && static_cast<int>(generated.size()) < o.max_tokens) {
     const int32_t next = sampler.next(std::span<const float>(logits.row(logits.rows() - 1), logits.cols()));
     generated.push_back(next);
     if (next == config.eos_token_id && !o.ignore_eos) break;
@@ -93,9 +108,9 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--seed", opts->sampling.seed, "seed of the sampler (with --temperature > 0)")->capture_default_str();
   cmd->add_flag("--ignore-eos", opts->ignore_eos, "keep generating after the end-of-sequence token");
   cmd->add_option("--draft-tokens", opts->draft_tokens,
-                  "speculative decoding: tokens the MTP block drafts per verify step (0: off; needs mtp.0.*)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 16));
+                  "speculative decoding: tokens the MTP block drafts per verify step (0: off; auto: chosen from "
+                  "measured step costs; needs mtp.0.*)")
+      ->capture_default_str();
   cmd->callback([opts] { run(*opts); });
 }
 

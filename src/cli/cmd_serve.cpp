@@ -20,6 +20,7 @@ struct ServeOptions {
   server::ServerOptions server;
   double max_body_mb = 8;
   double prefix_cache_gb = 2;
+  std::string draft_tokens = "3";
 };
 
 server::HttpServer* g_server = nullptr;
@@ -52,9 +53,10 @@ void run(ServeOptions o) {
   if (o.server.model_name.empty())
     o.server.model_name = o.source.model_dir.empty() ? "frank-synthetic-" + o.source.synthetic
                                                      : std::filesystem::path(o.source.model_dir).filename().string();
-  if (o.server.draft_tokens > 0 && !model->weights().mtp)
+  o.server.draft_tokens = parse_draft_tokens(o.draft_tokens);
+  if (o.server.draft_tokens != 0 && !model->weights().mtp)
     std::cout << "note: the model has no MTP block (mtp.0.*): speculative decoding is off\n";
-  if (o.server.draft_tokens >= model->config().sliding_window)
+  if (o.server.draft_tokens != server::kAutoDraftTokens && o.server.draft_tokens >= model->config().sliding_window)
     throw Error(fmt::format("--draft-tokens must be below the sliding window ({})", model->config().sliding_window));
   server::HttpServer http(*model, tokenizer, o.server);
   const int port = http.bind();
@@ -109,10 +111,10 @@ void register_serve(CLI::App& app) {
                   "most alternatives per token a request may ask for (logprobs / top_logprobs)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
-  cmd->add_option("--draft-tokens", opts->server.draft_tokens,
-                  "speculative decoding: tokens the model's MTP block drafts per verify step (0: off)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 16));
+  cmd->add_option("--draft-tokens", opts->draft_tokens,
+                  "speculative decoding: tokens the model's MTP block drafts per verify step (0: off; auto: "
+                  "chosen from measured step costs)")
+      ->capture_default_str();
   cmd->add_option("--record-routing", opts->server.record_routing,
                   "append every step's routed experts to FILE (a routing trace for `frank plan build`)");
   cmd->add_option("--debug-step-delay-ms", opts->server.debug.step_delay_ms,

@@ -55,7 +55,7 @@ TEST(Cli, DraftTokensGiveTheSameGreedyTokens) {
   const std::string base = fmt::format("generate --model {} --ids 5,17,3,9 --max-tokens 24 --ignore-eos", mtp.string());
   const auto plain = run_frank(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.output();
-  for (int k : {1, 3}) {
+  for (const char* k : {"1", "3", "auto"}) {
     const auto drafted = run_frank(base + fmt::format(" --draft-tokens {}", k));
     ASSERT_EQ(drafted.exit_code, 0) << drafted.output();
     EXPECT_EQ(drafted.last_line(), plain.last_line()) << "k = " << k;
@@ -64,6 +64,9 @@ TEST(Cli, DraftTokensGiveTheSameGreedyTokens) {
   const auto no_mtp = run_frank(fmt::format("generate --model {} --draft-tokens 2", (fixture_root() / "tiny-v4").string()));
   EXPECT_EQ(no_mtp.exit_code, 1);
   EXPECT_THAT(no_mtp.err, ::testing::HasSubstr("has no MTP block"));
+  const auto bad = run_frank(base + " --draft-tokens lots");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, ::testing::HasSubstr("neither a count 0..16 nor 'auto'"));
 }
 
 TEST(Cli, EmbeddedDefaultModelRunsWithoutCheckpoint) {

@@ -55,6 +55,24 @@ def test_chat_stream_is_the_same_and_counters_move(servers):
     assert total(metrics(plain), "frank_verify_steps_total") == 0
 
 
+def test_auto_draft_length_answers_the_same():
+    auto = start_server("--synthetic", "tiny-chat-mtp", "--draft-tokens", "auto", "--ctx", "2048")
+    try:
+        body = {"prompt": "def fibonacci(n):", "max_tokens": 24, "temperature": 0, "ignore_eos": True, "logprobs": 3}
+        plain = start_server("--synthetic", "tiny-chat-mtp", "--draft-tokens", "0", "--ctx", "2048")
+        try:
+            want = plain.post("/v1/completions", json=body).json()["choices"][0]
+        finally:
+            plain.stop()
+        got = auto.post("/v1/completions", json=body).json()["choices"][0]
+        assert got["text"] == want["text"] and got["logprobs"] == want["logprobs"]
+        m = metrics(auto)
+        # It tried every length (0..4) before following its measurements.
+        assert total(m, "frank_verify_step_draft_tokens_count") >= 5
+    finally:
+        auto.stop()
+
+
 def test_sampled_drafting_is_reproducible(servers):
     drafting, _ = servers
     body = {"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0.8, "seed": 11, "ignore_eos": True}

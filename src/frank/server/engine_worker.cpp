@@ -66,6 +66,8 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_histogram("frank_tokens_per_verify_step", "Tokens accepted per verify step", {1, 2, 3, 4, 5, 6, 8});
   m.declare_histogram("frank_verify_step_seconds", "Time per verify step", latency);
   m.declare_counter("frank_draft_tokens_total", "Tokens the MTP block drafted");
+  m.declare_histogram("frank_verify_step_draft_tokens", "Tokens drafted per verify step (varies with --draft-tokens auto)",
+                      {0, 1, 2, 3, 4, 6, 8, 16});
   m.declare_histogram("frank_verify_step_experts", "Distinct routed experts a verify step touched, summed over layers",
                       {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096});
   m.declare_counter("frank_draft_tokens_accepted_total", "Drafted tokens the verify steps accepted");
@@ -84,7 +86,11 @@ EngineWorker::EngineWorker(const engine::Model& model, Metrics& metrics, int con
       prefix_(prefix),
       debug_(debug),
       draft_tokens_(draft_tokens),
-      routing_(routing) {}
+      routing_(routing) {
+  // Auto: up to 4 drafts (DeepSeek trains one MTP layer; long chains rarely pay), chosen by cost.
+  if (draft_tokens == kAutoDraftTokens)
+    chooser_.emplace(std::min(4, model.config().sliding_window - 1));
+}
 
 Tensor EngineWorker::forward(engine::Session& session, std::span<const int32_t> ids, Tensor* streams) {
   // Only the last position's logits are ever sampled from: the head runs once per call.
@@ -204,13 +210,21 @@ JobEnd EngineWorker::generate(Job& job) {
     // Verify steps. A step may consume tokens past the one that ends the request (EOS, the
     // limit); the kept session then holds them, which only costs the next turn a checkpoint.
     engine::MtpDrafter drafter(model_);
-    engine::SpeculativeDecoder decoder(model_, drafter, draft_tokens_, req.sampling);
+    engine::SpeculativeDecoder decoder(model_, drafter, chooser_ ? chooser_->max_draft_tokens() : draft_tokens_,
+                                       req.sampling);
     decoder.start(row(logits, logits.rows() - 1), prefill_streams, run.session.position - prefill_streams.rows());
     while (true) {
-      const int room = static_cast<int>(context_length_ - run.session.position) - 1;
+      const int room = std::min(static_cast<int>(context_length_ - run.session.position) - 1,
+                                limit - end.completion_tokens - 1);
+      const int wanted = chooser_ ? chooser_->next() : draft_tokens_;
+      const int64_t drafted_before = decoder.stats().drafted;
       const auto step_start = Clock::now();
-      const auto emitted = decoder.step(run.session, fed, std::min(room, limit - end.completion_tokens - 1));
-      record_verify_step(run.session, emitted.size(), seconds_since(step_start), decoder.stats());
+      const auto emitted = decoder.step(run.session, fed, std::min(room, wanted));
+      const double seconds = seconds_since(step_start);
+      if (chooser_)
+        chooser_->observe(static_cast<int>(decoder.stats().drafted - drafted_before),
+                          static_cast<int>(emitted.size()) - 1, seconds);
+      record_verify_step(run.session, emitted.size(), seconds, decoder.stats());
       for (const auto& token : emitted)
         if (const char* why = emit(token.logits, token.id)) return finish(why);
     }
@@ -225,12 +239,15 @@ JobEnd EngineWorker::generate(Job& job) {
   }
 }
 
-bool EngineWorker::drafting_possible() const { return draft_tokens_ > 0 && model_.weights().mtp.has_value(); }
+bool EngineWorker::drafting_possible() const {
+  return (draft_tokens_ > 0 || chooser_) && model_.weights().mtp.has_value();
+}
 
 void EngineWorker::record_verify_step(const engine::Session& session, size_t emitted, double seconds,
                                       const engine::SpeculativeStats& total) {
   if (routing_ != nullptr) routing_->record(session, experts::StepKind::Verify);
   metrics_.observe("frank_verify_step_experts", static_cast<double>(experts_touched(session)));
+  metrics_.observe("frank_verify_step_draft_tokens", static_cast<double>(total.drafted - counted_.drafted));
   metrics_.add("frank_steps_total", 1);
   metrics_.add("frank_verify_steps_total", 1);
   metrics_.observe("frank_tokens_per_verify_step", static_cast<double>(emitted));

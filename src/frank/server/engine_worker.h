@@ -3,6 +3,9 @@
 // conversation, prefill the rest (taking checkpoints), then decode token by token (sampled or
 // forced), emitting a TokenEvent per token and a JobEnd; checks for stop requests and the deadline
 // between steps, keeps the finished session in the cache, and records the engine-side metrics.
+#include <optional>
+
+#include "frank/engine/draft_length.h"
 #include "frank/engine/model.h"
 #include "frank/engine/prefix_cache.h"
 #include "frank/engine/prefix_store.h"
@@ -15,6 +18,8 @@ namespace frank::server {
 
 // Deliberate faults for the lab's own tests (`frank serve --debug-*`): a slower arm for an A/B
 // test that must reach "reject", a perturbed arm that the fidelity screen must catch.
+inline constexpr int kAutoDraftTokens = -1;  // `--draft-tokens auto`
+
 struct EngineDebugOptions {
   int step_delay_ms = 0;     // sleep this long after every forward step
   double logit_noise = 0.0;  // add a fixed pseudo-random offset in [-x, x] to every logit
@@ -27,7 +32,8 @@ class EngineWorker {
     const engine::PrefixStore* store = nullptr;  // none: nothing on disk
     int64_t checkpoint_interval = 1024;          // plus one at the end of every prompt
   };
-  // draft_tokens > 0: speculative decoding with the model's MTP block, when it has one.
+  // draft_tokens > 0: speculative decoding with the model's MTP block, when it has one;
+  // kAutoDraftTokens: the number drafted per step is chosen from measured costs (draft_length.h).
   EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix,
                EngineDebugOptions debug = {}, int draft_tokens = 0, RoutingRecorder* routing = nullptr);
   void execute(Job& job);
@@ -53,6 +59,7 @@ class EngineWorker {
   PrefixOptions prefix_;
   EngineDebugOptions debug_;
   int draft_tokens_;
+  std::optional<engine::DraftLengthChooser> chooser_;  // --draft-tokens auto; kept across requests
   RoutingRecorder* routing_;
   engine::SpeculativeStats counted_;  // the running request's stats already added to the counters
 };

@@ -26,7 +26,7 @@ struct ServerOptions {
   std::string prefix_cache_dir;                 // empty: the prefix cache is not persisted
   int64_t prefix_checkpoint_interval = 1024;
   int max_logprobs = 20;  // the most alternatives a request may ask for per token
-  int draft_tokens = 3;   // speculative decoding with the MTP block (0: off; no effect without one)
+  int draft_tokens = 3;   // speculative decoding with the MTP block (0: off; kAutoDraftTokens: chosen by cost)
   std::string record_routing;  // append every step's routed experts to this trace (empty: off)
   EngineDebugOptions debug;
 };
