@@ -19,7 +19,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and succeed; every other command-line mistake is an error like
+    // any other: `error: ...` and exit status 1 (CLI11 would use its own codes, 100 and up).
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "error: " << e.what() << "\n(see frank --help, or frank SUBCOMMAND --help)\n";
+    return 1;
   } catch (const frank::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

@@ -96,6 +96,11 @@ TEST(Cli, BadArgumentsGiveClearErrors) {
   expect_error("generate --synthetic huge", "unknown synthetic model 'huge'");
   expect_error("generate --temperature -1", "temperature must be");
   expect_error("logits --model " + (tmp / "nowhere").string() + " --ids 1 --out " + out, "nowhere");
+  // Command-line mistakes CLI11 finds are errors like the others: `error: ...`, status 1.
+  expect_error("generate --max-tokens many", "--max-tokens");
+  expect_error("generate --no-such-flag", "no-such-flag");
+  expect_error("", "subcommand");
+  EXPECT_EQ(run_frank("generate --help").exit_code, 0);
 }
 
 // Copies a fixture and lets the test break one file of the copy.

@@ -55,6 +55,33 @@ TEST(RewindGolden, KeepingAPrefixOfACallEqualsNeverFeedingTheRest) {
   }
 }
 
+// A verify step that already rolled back its rejected drafts can be rolled back further (the
+// request ended at an earlier emitted token): rewinding the rewound session again, from the same
+// checkpoint, to fewer tokens equals feeding only those.
+TEST(RewindGolden, RewindingARewoundCallAgainKeepsFewer) {
+  const auto dir = test::fixture_dirs().front();
+  const auto f = test::load_fixture(dir);
+  auto loaded = model::load_model(dir);
+  const Model model(std::move(loaded.config), std::move(loaded.weights));
+  const std::span<const int32_t> ids(f.ids);
+  const Tensor fresh = sequence_logits(model, ids, FeedMode{});
+  for (int64_t p = 1; p + 6 < static_cast<int64_t>(ids.size()); p += 3) {
+    Session s = model.new_session();
+    model.forward(s, ids.first(static_cast<size_t>(p)));
+    const SessionCheckpoint before = take_checkpoint(s);
+    model.forward(s, ids.subspan(static_cast<size_t>(p), 5));
+    for (int64_t first_keep = 1; first_keep <= 5; ++first_keep)
+      for (int64_t second_keep = 1; second_keep <= first_keep; ++second_keep) {
+        const Session once = model.rewind(before, s, first_keep);
+        Session twice = model.rewind(before, once, second_keep);
+        const Tensor next = model.forward(twice, ids.subspan(static_cast<size_t>(p + second_keep), 1));
+        for (int64_t v = 0; v < f.vocab; ++v)
+          ASSERT_EQ(next.row(0)[v], fresh.row(p + second_keep)[v])
+              << f.name() << " at " << p << ": kept " << first_keep << " then " << second_keep;
+      }
+  }
+}
+
 TEST(Rewind, RefusesWhatItCannotUndo) {
   for (const auto& dir : test::fixture_dirs()) {
     auto loaded = model::load_model(dir);

@@ -11,6 +11,7 @@
 #include <span>
 
 #include "fixture.h"
+#include "frank/core/error.h"
 #include "frank/engine/model.h"
 #include "frank/engine/mtp_drafter.h"
 #include "frank/engine/sampling.h"
@@ -83,6 +84,45 @@ TEST(SpeculativeGolden, GreedyEqualsPlainGreedyForEveryDrafter) {
         EXPECT_EQ(st.emitted, st.verify_steps + st.accepted);
       }
   }
+}
+
+// A request that ends at an emitted token before the last of a step keeps the session there: the
+// rewound session continues exactly as a fresh one fed the same tokens.
+TEST(SpeculativeGolden, EndingInsideAStepRewindsToTheLastUsedToken) {
+  const auto dir = test::fixture_dirs().front();
+  const auto f = test::load_fixture(dir);
+  auto loaded = model::load_model(dir);
+  const Model model(std::move(loaded.config), std::move(loaded.weights));
+  const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + 10);
+  // Plain greedy continuation, so that a drafter proposing it gets all 4 drafts accepted.
+  std::vector<int32_t> plain = prompt;
+  Session s = model.new_session();
+  Tensor logits = model.forward(s, plain, Model::Logits::Last);
+  while (plain.size() < prompt.size() + 6) {
+    plain.push_back(argmax(std::span<const float>(logits.row(0), static_cast<size_t>(f.vocab))));
+    logits = model.forward(s, std::span<const int32_t>(&plain.back(), 1), Model::Logits::Last);
+  }
+  ScriptedDrafter drafter(plain, static_cast<int>(f.vocab), [](size_t) { return false; });
+  SpeculativeDecoder decoder(model, drafter, 4, SamplingParams{});
+  std::vector<int32_t> tokens = prompt;
+  Session session = model.new_session();
+  Tensor streams;
+  const Tensor prefill = model.forward(session, tokens, Model::Logits::Last, &streams);
+  decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(f.vocab)), streams, 0);
+  const auto emitted = decoder.step(session, tokens, 4);
+  ASSERT_EQ(emitted.size(), 5u);
+  const int32_t probe = 7;
+  for (int keep = 1; keep <= 5; ++keep) {
+    Session kept = decoder.rewind_last_step(session, keep);
+    ASSERT_EQ(kept.position, static_cast<int64_t>(prompt.size()) + keep);
+    const Tensor got = model.forward(kept, std::span<const int32_t>(&probe, 1));
+    std::vector<int32_t> fed(tokens.begin(), tokens.begin() + static_cast<int64_t>(prompt.size()) + keep);
+    fed.push_back(probe);
+    Session fresh = model.new_session();
+    const Tensor want = model.forward(fresh, fed, Model::Logits::Last);
+    for (int64_t v = 0; v < f.vocab; ++v) ASSERT_EQ(got.row(0)[v], want.row(0)[v]) << "kept " << keep;
+  }
+  EXPECT_THROW(decoder.rewind_last_step(session, 0), Error);
 }
 
 // The same with the model's own MTP block drafting (the fixture with an MTP block), k = 1..4.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "frank/core/error.h"
 #include "frank/cpu/ops.h"
 #include "frank/engine/indexer.h"
 
@@ -137,6 +138,8 @@ Tensor Attention::forward(const Tensor& x, int64_t start, LayerState& state) con
 void Attention::replay(LayerState& state, const LayerState& after, int64_t start, int64_t keep) const {
   const int W = c_.sliding_window, hd = c_.head_dim;
   const CallRecord& call = after.last_call;
+  if ((compressor_ && call.compressor_kv.rows() < keep) || (index_compressor_ && call.indexer_kv.rows() < keep))
+    throw Error("rewind: the last call's record does not cover the tokens to keep");
   for (int64_t t = 0; t < keep; ++t) {
     const int64_t row = (start + t) % W;
     std::copy_n(after.window.begin() + row * hd, hd, state.window.begin() + row * hd);

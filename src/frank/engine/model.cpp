@@ -102,9 +102,16 @@ Session Model::rewind(const SessionCheckpoint& before, const Session& after, int
       if (!t->empty() && t->rows() != call)
         throw Error("rewind: the session's last forward call is not the one after the checkpoint");
   Session s = restore_checkpoint(before, after);
+  auto first_rows = [keep](const Tensor& t) {
+    return t.empty() ? Tensor() : Tensor({keep, t.cols()}, std::vector<float>(t.data.begin(), t.data.begin() + keep * t.cols()));
+  };
   for (int l = 0; l < config_.num_layers; ++l) {
     attention_[l].replay(s.layers[l], after.layers[l], start, keep);
-    s.layers[l].last_call.experts = after.layers[l].last_call.experts;  // what the rewound call routed
+    // The record now describes a call of the kept tokens (so the same checkpoint can rewind it
+    // again, to fewer), and keeps everything the original call routed to (what it cost).
+    const CallRecord& call = after.layers[l].last_call;
+    s.layers[l].last_call = {first_rows(call.compressor_kv), first_rows(call.compressor_gate),
+                             first_rows(call.indexer_kv), first_rows(call.indexer_gate), call.experts};
   }
   s.position = start + keep;
   return s;

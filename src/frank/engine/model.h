@@ -48,7 +48,8 @@ class Model {
   // n <= sliding_window tokens; the result is the session as if only the first `keep` of them had
   // been consumed — equal to a session that was fed exactly those tokens. Only the compressors'
   // pooling of the kept tokens runs again (from their recorded projections); nothing of the model
-  // is recomputed. The result's last-call record keeps the call's routed experts (all its tokens).
+  // is recomputed. The result's last-call record is that of a call of the kept tokens (so it can be
+  // rewound again from the same checkpoint, to fewer), with the call's routed experts (all its tokens).
   // Throws frank::Error when `after` is not such a continuation.
   Session rewind(const SessionCheckpoint& before, const Session& after, int64_t keep) const;
 

@@ -79,7 +79,8 @@ std::vector<EmittedToken> SpeculativeDecoder::step(Session& session, std::vector
 
   std::vector<int32_t> fed{next};
   for (const Draft& d : drafts) fed.push_back(d.token);
-  const SessionCheckpoint before = take_checkpoint(session);
+  last_step_ = take_checkpoint(session);
+  const SessionCheckpoint& before = last_step_;
   Tensor streams;
   const Tensor logits = model_.forward(session, fed, Model::Logits::All, &streams);
   std::vector<std::vector<double>> target;
@@ -107,6 +108,12 @@ std::vector<EmittedToken> SpeculativeDecoder::step(Session& session, std::vector
   for (int i = 0; i < a.accepted; ++i) ++stats_.accepted_at[static_cast<size_t>(i)];
   stats_.emitted += 1 + a.accepted;
   return emitted;
+}
+
+Session SpeculativeDecoder::rewind_last_step(const Session& session, int keep) const {
+  if (keep < 1 || last_step_.position + keep > session.position)
+    throw Error(fmt::format("speculative decoding: cannot keep {} tokens of the last step", keep));
+  return model_.rewind(last_step_, session, keep);
 }
 
 }  // namespace frank::engine

@@ -81,6 +81,9 @@ class SpeculativeDecoder {
   std::vector<EmittedToken> step(Session& session, std::vector<int32_t>& tokens, int max_drafts);
   int draft_tokens() const { return k_; }
   const SpeculativeStats& stats() const { return stats_; }
+  // After a step whose emitted tokens were not all used (the request ended at one of them): the
+  // session as if only the first `keep` (>= 1) emitted tokens of that step had been fed.
+  Session rewind_last_step(const Session& session, int keep) const;
 
  private:
   const Model& model_;
@@ -90,6 +93,7 @@ class SpeculativeDecoder {
   std::mt19937_64 rng_;
   std::vector<double> pending_;        // the distribution of the next token
   std::vector<float> pending_logits_;  // the model's logits there
+  SessionCheckpoint last_step_;        // the session before the last step's forward call
   SpeculativeStats stats_;
 };
 

@@ -207,8 +207,7 @@ JobEnd EngineWorker::generate(Job& job) {
   auto row = [](const Tensor& t, int64_t r) { return std::span<const float>(t.row(r), static_cast<size_t>(t.cols())); };
 
   if (drafting_possible() && !forced) {
-    // Verify steps. A step may consume tokens past the one that ends the request (EOS, the
-    // limit); the kept session then holds them, which only costs the next turn a checkpoint.
+    // Verify steps; a step that emits past the token ending the request is rewound to it.
     engine::MtpDrafter drafter(model_);
     engine::SpeculativeDecoder decoder(model_, drafter, chooser_ ? chooser_->max_draft_tokens() : draft_tokens_,
                                        req.sampling);
@@ -225,8 +224,13 @@ JobEnd EngineWorker::generate(Job& job) {
         chooser_->observe(static_cast<int>(decoder.stats().drafted - drafted_before),
                           static_cast<int>(emitted.size()) - 1, seconds);
       record_verify_step(run.session, emitted.size(), seconds, decoder.stats());
-      for (const auto& token : emitted)
-        if (const char* why = emit(token.logits, token.id)) return finish(why);
+      for (size_t i = 0; i < emitted.size(); ++i)
+        if (const char* why = emit(emitted[i].logits, emitted[i].id)) {
+          // The request ends inside the step: keep the session at its last emitted token, so the
+          // prefix cache holds exactly what the client saw.
+          if (i + 1 < emitted.size()) run.session = decoder.rewind_last_step(run.session, static_cast<int>(i) + 1);
+          return finish(why);
+        }
     }
   }
   engine::Sampler sampler(req.sampling);
