@@ -58,6 +58,11 @@ def test_completions_with_logprobs_and_echo(server):
     generated = r.usage.completion_tokens
     assert len(lp.token_logprobs) == r.usage.prompt_tokens + generated
     assert all(v is None for v in lp.token_logprobs[:r.usage.prompt_tokens])
+    # Offsets point into the returned text: the added BOS at 0, then each token where its text starts.
+    text = r.choices[0].text
+    assert lp.text_offset[0] == 0 and lp.text_offset[1] == 0
+    for token, offset in zip(lp.tokens[1:r.usage.prompt_tokens], lp.text_offset[1:r.usage.prompt_tokens]):
+        assert text[offset:offset + len(token)] == token, (token, offset)
     for value, top in zip(lp.token_logprobs[-generated:], lp.top_logprobs[-generated:]):
         assert value <= 0 and len(top) == 3
         assert max(top.values()) >= value - 1e-6  # greedy: the chosen token is the best one

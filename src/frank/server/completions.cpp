@@ -61,11 +61,15 @@ class CompletionWriter : public OpenAiWriter {
     tokens_as_ids_ = f.get<bool>("return_tokens_as_token_ids", false);
     if (f.get<bool>("echo", false)) {
       echo_ = prompt_text;
-      // Prompt tokens carry no logprob of their own here (the first has none by definition).
+      // Prompt tokens carry no logprob of their own here (the first has none by definition). Their
+      // text offsets point into the echoed text; a BOS that frank added to a text prompt is not
+      // part of that text, so it sits at offset 0 and takes no room.
+      const json& given = f.raw("prompt");
+      const bool added_bos = given.is_string() || (given.is_array() && !given.empty() && given[0].is_string());
       if (logprobs_)
-        for (int32_t id : prompt) {
-          logprobs_json_.add(ctx, tokens_as_ids_, TokenEvent{id, 0.0f, {}}, text_.size(), false);
-          text_ += ctx.tokenizer.decode(std::span<const int32_t>(&id, 1));
+        for (size_t i = 0; i < prompt.size(); ++i) {
+          logprobs_json_.add(ctx, tokens_as_ids_, TokenEvent{prompt[i], 0.0f, {}}, text_.size(), false);
+          if (!(added_bos && i == 0)) text_ += ctx.tokenizer.decode(std::span<const int32_t>(&prompt[i], 1));
         }
       text_ = echo_;
     }
