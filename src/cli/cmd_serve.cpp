@@ -20,6 +20,7 @@ struct ServeOptions {
   server::ServerOptions server;
   double max_body_mb = 8;
   double prefix_cache_gb = 2;
+  double prefix_cache_disk_gb = 16;
   std::string draft_tokens = "3";
 };
 
@@ -50,6 +51,7 @@ void run(ServeOptions o) {
                             model->config().vocab_size));
   o.server.max_body_bytes = static_cast<size_t>(o.max_body_mb * (1 << 20));
   o.server.prefix_cache_bytes = static_cast<size_t>(o.prefix_cache_gb * (1 << 30));
+  o.server.prefix_cache_disk_bytes = static_cast<uint64_t>(o.prefix_cache_disk_gb * (1 << 30));
   if (o.server.model_name.empty())
     o.server.model_name = o.source.model_dir.empty() ? "frank-synthetic-" + o.source.synthetic
                                                      : std::filesystem::path(o.source.model_dir).filename().string();
@@ -102,6 +104,10 @@ void register_serve(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--prefix-cache-dir", opts->server.prefix_cache_dir,
                   "also keep conversations on disk here, so a restarted server resumes them");
+  cmd->add_option("--prefix-cache-disk-gb", opts->prefix_cache_disk_gb,
+                  "most disk the kept conversations may take; the least recently used go first (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--prefix-checkpoint-interval", opts->server.prefix_checkpoint_interval,
                   "tokens between session checkpoints (a new prompt can resume from any of them)")
       ->capture_default_str()

@@ -131,5 +131,43 @@ TEST_F(StoreFixture, RenamedFileWithOtherTokensIsIgnored) {
   EXPECT_THAT(warnings[0], HasSubstr("tokens do not match"));
 }
 
+// With a byte budget the directory keeps the most recently saved or resumed conversations.
+TEST(PrefixStoreBudget, LeastRecentlyUsedConversationsGoFirst) {
+  test::TempDir dir;
+  const auto model = tiny(1);
+  std::vector<std::string> warnings;
+  auto save = [&](PrefixStore& store, const std::vector<int32_t>& t) {
+    Session s = model->new_session();
+    model->forward(s, t);
+    store.save(t, s, {});
+  };
+  auto files = [&] {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++n;
+    return n;
+  };
+  // Measure one conversation's file, then allow room for two.
+  {
+    PrefixStore probe(dir.path(), *model, [&](const std::string& w) { warnings.push_back(w); });
+    save(probe, tokens(30, 0));
+  }
+  const auto one = std::filesystem::file_size(*std::filesystem::directory_iterator(dir.path()));
+  PrefixStore store(dir.path(), *model, [&](const std::string& w) { warnings.push_back(w); }, 2 * one + one / 2);
+  const auto a = tokens(30, 0), b = tokens(30, 1), c = tokens(30, 2);
+  save(store, b);
+  EXPECT_EQ(files(), 2u);
+  // Resuming from `a` makes it the most recently used, so saving `c` deletes `b`.
+  auto more_a = a;
+  more_a.push_back(3);
+  ASSERT_TRUE(store.load_longest_prefix(more_a));
+  save(store, c);
+  EXPECT_EQ(files(), 2u);
+  auto more_b = b;
+  more_b.push_back(3);
+  EXPECT_FALSE(store.load_longest_prefix(more_b));
+  EXPECT_TRUE(store.load_longest_prefix(more_a));
+  EXPECT_TRUE(warnings.empty());
+}
+
 }  // namespace
 }  // namespace frank::engine

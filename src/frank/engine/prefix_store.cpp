@@ -1,5 +1,7 @@
 #include "frank/engine/prefix_store.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -59,8 +61,8 @@ void check_session_shape(const model::ModelConfig& c, const Session& s) {
   }
 }
 
-PrefixStore::PrefixStore(std::filesystem::path dir, const Model& model, Warn warn)
-    : dir_(std::move(dir)), model_(model), warn_(std::move(warn)) {
+PrefixStore::PrefixStore(std::filesystem::path dir, const Model& model, Warn warn, uint64_t budget_bytes)
+    : dir_(std::move(dir)), model_(model), warn_(std::move(warn)), budget_bytes_(budget_bytes) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) throw Error(fmt::format("cannot create prefix cache directory {}: {}", dir_.string(), ec.message()));
@@ -93,6 +95,36 @@ void PrefixStore::save(const std::vector<int32_t>& tokens, const Session& sessio
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) warn_(fmt::format("prefix cache: cannot rename {}: {}", tmp, ec.message()));
+  else enforce_budget(path);
+}
+
+void PrefixStore::enforce_budget(const std::filesystem::path& keep) const {
+  if (budget_bytes_ == 0) return;
+  struct Stored {
+    std::filesystem::file_time_type used;
+    uint64_t bytes;
+    std::filesystem::path path;
+  };
+  std::vector<Stored> files;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    if (entry.path().extension() != ".fpc") continue;
+    std::error_code e1, e2;
+    const auto bytes = entry.file_size(e1);
+    const auto used = entry.last_write_time(e2);
+    if (e1 || e2) continue;
+    files.push_back({used, bytes, entry.path()});
+    total += bytes;
+  }
+  std::sort(files.begin(), files.end(), [](const Stored& a, const Stored& b) { return a.used < b.used; });
+  for (const auto& f : files) {
+    if (total <= budget_bytes_) break;
+    if (f.path == keep) continue;
+    std::error_code removed;
+    if (std::filesystem::remove(f.path, removed)) total -= f.bytes;
+    else warn_(fmt::format("prefix cache: cannot delete {} to stay within its budget", f.path.string()));
+  }
 }
 
 std::optional<StoredConversation> PrefixStore::load_longest_prefix(std::span<const int32_t> prompt) const {
@@ -109,7 +141,12 @@ std::optional<StoredConversation> PrefixStore::load_longest_prefix(std::span<con
   }
   std::sort(candidates.rbegin(), candidates.rend());
   for (const auto& [count, path] : candidates)
-    if (auto c = load(path, prompt)) return c;
+    if (auto c = load(path, prompt)) {
+      // A conversation resumed from is recently used: the budget deletes others first.
+      std::error_code ec;
+      std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
+      return c;
+    }
   return std::nullopt;
 }
 

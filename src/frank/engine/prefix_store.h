@@ -26,7 +26,9 @@ class PrefixStore {
  public:
   using Warn = std::function<void(const std::string&)>;
 
-  PrefixStore(std::filesystem::path dir, const Model& model, Warn warn);
+  // budget_bytes: the most the directory's conversations may take (0: no limit); above it the least
+  // recently saved or loaded conversations are deleted after each save.
+  PrefixStore(std::filesystem::path dir, const Model& model, Warn warn, uint64_t budget_bytes = 0);
 
   // Writes atomically (temporary file, then rename); an existing file for the same tokens is replaced.
   void save(const std::vector<int32_t>& tokens, const Session& session,
@@ -37,10 +39,14 @@ class PrefixStore {
 
  private:
   std::optional<StoredConversation> load(const std::filesystem::path& file, std::span<const int32_t> prompt) const;
+  // Deletes the least recently used conversations until the directory fits the budget; `keep` is
+  // never deleted.
+  void enforce_budget(const std::filesystem::path& keep) const;
 
   std::filesystem::path dir_;
   const Model& model_;
   Warn warn_;
+  uint64_t budget_bytes_;
 };
 
 // Throws frank::Error when the session's state cannot belong to `config` at its position.

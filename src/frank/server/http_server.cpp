@@ -26,9 +26,9 @@ EngineWorker::PrefixOptions HttpServer::prefix_options(const engine::Model& mode
   if (o.prefix_checkpoint_interval <= 0) throw Error("the prefix checkpoint interval must be positive");
   if (o.prefix_cache_bytes > 0) prefix_cache_ = std::make_unique<engine::PrefixCache>(o.prefix_cache_bytes);
   if (!o.prefix_cache_dir.empty())
-    prefix_store_ = std::make_unique<engine::PrefixStore>(o.prefix_cache_dir, model, [](const std::string& warning) {
-      std::cerr << "warning: " << warning << "\n";
-    });
+    prefix_store_ = std::make_unique<engine::PrefixStore>(
+        o.prefix_cache_dir, model, [](const std::string& warning) { std::cerr << "warning: " << warning << "\n"; },
+        o.prefix_cache_disk_bytes);
   return {prefix_cache_.get(), prefix_store_.get(), o.prefix_checkpoint_interval};
 }
 

@@ -24,6 +24,7 @@ struct ServerOptions {
   std::chrono::milliseconds heartbeat{200};  // how often an idle response checks its client
   size_t prefix_cache_bytes = size_t{2} << 30;  // 0: no prefix cache
   std::string prefix_cache_dir;                 // empty: the prefix cache is not persisted
+  uint64_t prefix_cache_disk_bytes = uint64_t{16} << 30;  // 0: the directory may grow without limit
   int64_t prefix_checkpoint_interval = 1024;
   int max_logprobs = 20;  // the most alternatives a request may ask for per token
   int draft_tokens = 3;   // speculative decoding with the MTP block (0: off; kAutoDraftTokens: chosen by cost)
