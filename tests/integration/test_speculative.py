@@ -73,6 +73,23 @@ def test_auto_draft_length_answers_the_same():
         auto.stop()
 
 
+def test_context_limit_ends_both_at_the_same_token():
+    drafting = start_server("--synthetic", "tiny-chat-mtp", "--draft-tokens", "4", "--ctx", "40")
+    plain = start_server("--synthetic", "tiny-chat-mtp", "--draft-tokens", "0", "--ctx", "40")
+    try:
+        body = {"prompt": "A short prompt", "max_tokens": 60, "temperature": 0, "ignore_eos": True}
+        a = drafting.post("/v1/completions", json=body).json()
+        b = plain.post("/v1/completions", json=body).json()
+        assert a["choices"][0]["text"] == b["choices"][0]["text"]
+        assert a["usage"] == b["usage"]
+        # The context (40 tokens) ended it, not max_tokens.
+        assert b["choices"][0]["finish_reason"] == "length" and b["usage"]["total_tokens"] <= 41
+        assert a["choices"][0]["finish_reason"] == "length"
+    finally:
+        drafting.stop()
+        plain.stop()
+
+
 def test_sampled_drafting_is_reproducible(servers):
     drafting, _ = servers
     body = {"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0.8, "seed": 11, "ignore_eos": True}

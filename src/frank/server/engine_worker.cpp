@@ -187,10 +187,12 @@ JobEnd EngineWorker::generate(Job& job) {
   }
 
   // Each emitted token: its event (log-probabilities from the logits it was chosen at), then the
-  // checks that may end the request. Returns the finish reason, or nullptr to go on.
+  // checks that may end the request; `consumed` is how many tokens the session had taken before
+  // this one (as in plain decoding, whatever a verify step fed after it). Returns the finish
+  // reason, or nullptr to go on.
   const bool forced = !req.forced_completion.empty();
   const int limit = forced ? static_cast<int>(req.forced_completion.size()) : req.max_tokens;
-  auto emit = [&](std::span<const float> chosen_at, int32_t id) -> const char* {
+  auto emit = [&](std::span<const float> chosen_at, int32_t id, int64_t consumed) -> const char* {
     job.push(token_event(chosen_at, id, req.top_logprobs));
     if (end.completion_tokens++ == 0) {
       first_token = Clock::now();
@@ -201,7 +203,7 @@ JobEnd EngineWorker::generate(Job& job) {
     if (const char* why = interrupted()) return why;
     if (!forced && id == config.eos_token_id && !req.ignore_eos) return "stop";
     if (end.completion_tokens >= limit) return forced ? "stop" : "length";
-    if (run.session.position >= context_length_) return "length";
+    if (consumed >= context_length_) return "length";
     return nullptr;
   };
   auto row = [](const Tensor& t, int64_t r) { return std::span<const float>(t.row(r), static_cast<size_t>(t.cols())); };
@@ -216,7 +218,7 @@ JobEnd EngineWorker::generate(Job& job) {
       const int room = std::min(static_cast<int>(context_length_ - run.session.position) - 1,
                                 limit - end.completion_tokens - 1);
       const int wanted = chooser_ ? chooser_->next() : draft_tokens_;
-      const int64_t drafted_before = decoder.stats().drafted;
+      const int64_t drafted_before = decoder.stats().drafted, position_before = run.session.position;
       const auto step_start = Clock::now();
       const auto emitted = decoder.step(run.session, fed, std::min(room, wanted));
       const double seconds = seconds_since(step_start);
@@ -225,7 +227,7 @@ JobEnd EngineWorker::generate(Job& job) {
                           static_cast<int>(emitted.size()) - 1, seconds);
       record_verify_step(run.session, emitted.size(), seconds, decoder.stats());
       for (size_t i = 0; i < emitted.size(); ++i)
-        if (const char* why = emit(emitted[i].logits, emitted[i].id)) {
+        if (const char* why = emit(emitted[i].logits, emitted[i].id, position_before + static_cast<int64_t>(i))) {
           // The request ends inside the step: keep the session at its last emitted token, so the
           // prefix cache holds exactly what the client saw.
           if (i + 1 < emitted.size()) run.session = decoder.rewind_last_step(run.session, static_cast<int>(i) + 1);
@@ -237,7 +239,7 @@ JobEnd EngineWorker::generate(Job& job) {
   while (true) {
     const auto last = row(logits, logits.rows() - 1);
     const int32_t next = forced ? req.forced_completion[end.completion_tokens] : sampler.next(last);
-    if (const char* why = emit(last, next)) return finish(why);
+    if (const char* why = emit(last, next, run.session.position)) return finish(why);
     fed.push_back(next);
     logits = forward(run.session, std::span<const int32_t>(&next, 1));
   }
