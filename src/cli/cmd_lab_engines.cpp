@@ -40,19 +40,7 @@ struct FidelityCliOptions {
 };
 
 void run_draw(const DrawOptions& o) {
-  lab::WorkloadSpec spec;
-  spec.path = o.workload;
-  spec.sessions = o.sessions;
-  std::vector<lab::AgentSession> sessions = lab::load_workload(spec.path);
-  if (!o.sessions.empty()) {
-    std::vector<lab::AgentSession> chosen;
-    for (const auto& id : o.sessions) {
-      auto it = std::find_if(sessions.begin(), sessions.end(), [&](const auto& s) { return s.id == id; });
-      if (it == sessions.end()) throw Error(fmt::format("--session: no session \"{}\" in {}", id, o.workload));
-      chosen.push_back(*it);
-    }
-    sessions = std::move(chosen);
-  }
+  const std::vector<lab::AgentSession> sessions = lab::load_sessions(o.workload, o.sessions);
   lab::EngineClient client(o.server, std::chrono::seconds(o.timeout_s));
   const auto gpu_before = lab::to_json(lab::sample_gpus());
   const lab::DrawResult draw = lab::run_draw(client, sessions, {o.wait_tool_time, {}});

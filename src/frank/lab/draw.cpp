@@ -67,10 +67,7 @@ std::string timed_request(EngineClient& client, const json& body, RequestRecord&
                               event.dump().substr(0, 300)));
     }
   });
-  if (!reply.ok())
-    throw Error(fmt::format("{}: {}", where,
-                            reply.status == 0 ? "no reply: " + reply.error
-                                              : fmt::format("HTTP {}: {}", reply.status, reply.body.substr(0, 500))));
+  if (!reply.ok()) throw Error(fmt::format("{}: {}", where, reply.failure()));
   if (first) throw Error(fmt::format("{}: the engine streamed no chunk", where));
   record.ttft_s = seconds(first_chunk - sent);
   record.decode_s = seconds(last_chunk - first_chunk);

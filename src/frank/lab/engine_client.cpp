@@ -50,6 +50,10 @@ class SseParser {
 
 }  // namespace
 
+std::string HttpReply::failure() const {
+  return status == 0 ? "no reply: " + error : fmt::format("HTTP {}: {}", status, body.substr(0, 500));
+}
+
 EngineClient::EngineClient(const std::string& base_url, std::chrono::seconds timeout) : base_url_(base_url) {
   if (base_url.rfind("http://", 0) != 0)
     throw Error(fmt::format("engine URL '{}': only http:// URLs are supported", base_url));
@@ -108,8 +112,7 @@ HttpReply EngineClient::post_stream(const std::string& path, const json& body,
 std::string served_model_id(EngineClient& client) {
   const HttpReply reply = client.get("/v1/models");
   if (!reply.ok())
-    throw Error(fmt::format("{}/v1/models: {}", client.base_url(),
-                            reply.status == 0 ? reply.error : fmt::format("HTTP {}", reply.status)));
+    throw Error(fmt::format("{}/v1/models: {}", client.base_url(), reply.failure()));
   const json doc = json::parse(reply.body, nullptr, false);
   if (doc.is_discarded() || !doc.contains("data") || !doc["data"].is_array() || doc["data"].empty() ||
       !doc["data"][0].contains("id") || !doc["data"][0]["id"].is_string())

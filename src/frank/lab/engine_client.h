@@ -19,6 +19,8 @@ struct HttpReply {
   std::string body;
   std::string error;  // why there was no reply (connection refused, timeout), for status 0
   bool ok() const { return status >= 200 && status < 300; }
+  // Why it failed, for messages: "no reply: <error>" or "HTTP <status>: <start of the body>".
+  std::string failure() const;
 };
 
 class EngineClient {

@@ -37,9 +37,7 @@ int32_t token_id_of(const std::string& name, const std::string& where) {
 // Runs one completions request and returns its legacy logprobs object.
 json completion_logprobs(EngineClient& client, const json& body, const std::string& where) {
   const HttpReply reply = client.post_json("/v1/completions", body);
-  if (!reply.ok())
-    throw Error(fmt::format("{}: {}", where,
-                            reply.status == 0 ? reply.error : fmt::format("HTTP {}: {}", reply.status, reply.body)));
+  if (!reply.ok()) throw Error(fmt::format("{}: {}", where, reply.failure()));
   const json doc = json::parse(reply.body, nullptr, false);
   if (doc.is_discarded() || !doc.contains("choices") || doc["choices"].empty() ||
       !doc["choices"][0].contains("logprobs") || !doc["choices"][0]["logprobs"].is_object())

@@ -55,27 +55,14 @@ LedgerState ledger_state(const std::vector<json>& lines, const std::string& desi
   return state;
 }
 
-// The sessions to replay, in the order the spec names them.
-std::vector<AgentSession> select_sessions(const WorkloadSpec& spec) {
-  std::vector<AgentSession> all = load_workload(spec.path);
-  if (spec.sessions.empty()) return all;
-  std::vector<AgentSession> chosen;
-  for (const std::string& id : spec.sessions) {
-    auto it = std::find_if(all.begin(), all.end(), [&](const AgentSession& s) { return s.id == id; });
-    if (it == all.end()) throw Error(fmt::format("workload.sessions: no session \"{}\" in {}", id, spec.path.string()));
-    chosen.push_back(*it);
-  }
-  return chosen;
-}
-
 class Runner {
  public:
   Runner(const Design& design, const RunOptions& options)
       : design_(design),
         options_(options),
         id_(design_id(design)),
-        workload_(select_sessions(parse_workload_spec(design.workload, options.design_dir))),
-        wait_tool_time_(parse_workload_spec(design.workload, options.design_dir).wait_tool_time),
+        spec_(parse_workload_spec(design.workload, options.design_dir)),
+        workload_(load_sessions(spec_.path, spec_.sessions)),
         ledger_(options.ledger, existing_) {
     state_ = ledger_state(existing_, id_);
   }
@@ -135,7 +122,7 @@ class Runner {
     for (int64_t draw = done; draw < design_.draws_per_start; ++draw) {
       const json gpu_before = to_json(sample_gpus());
       try {
-        const DrawResult result = run_draw(client, workload_, {wait_tool_time_, log.parent_path() / "transcripts"});
+        const DrawResult result = run_draw(client, workload_, {spec_.wait_tool_time, log.parent_path() / "transcripts"});
         json row = result.to_json();
         row["kind"] = "draw";
         row["design"] = id_;
@@ -177,8 +164,8 @@ class Runner {
   const Design& design_;
   const RunOptions& options_;
   const std::string id_;
+  const WorkloadSpec spec_;
   const std::vector<AgentSession> workload_;
-  const bool wait_tool_time_;
   std::vector<json> existing_;
   LedgerWriter ledger_;
   LedgerState state_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -135,6 +136,18 @@ std::vector<AgentSession> load_workload(const std::filesystem::path& path) {
   }
   if (sessions.empty()) throw Error(fmt::format("workload '{}' has no session", path.string()));
   return sessions;
+}
+
+std::vector<AgentSession> load_sessions(const std::filesystem::path& path, const std::vector<std::string>& ids) {
+  std::vector<AgentSession> all = load_workload(path);
+  if (ids.empty()) return all;
+  std::vector<AgentSession> chosen;
+  for (const std::string& id : ids) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const AgentSession& s) { return s.id == id; });
+    if (it == all.end()) throw Error(fmt::format("no session \"{}\" in {}", id, path.string()));
+    chosen.push_back(*it);
+  }
+  return chosen;
 }
 
 }  // namespace frank::lab

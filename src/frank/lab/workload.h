@@ -34,5 +34,8 @@ struct AgentSession {
 
 // Reads and checks every session of a workload file; errors name the file, line and field.
 std::vector<AgentSession> load_workload(const std::filesystem::path& path);
+// The sessions named by `ids`, in that order (all of them when `ids` is empty); an unknown id is a
+// frank::Error that names it and the file.
+std::vector<AgentSession> load_sessions(const std::filesystem::path& path, const std::vector<std::string>& ids);
 
 }  // namespace frank::lab
