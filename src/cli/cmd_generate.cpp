@@ -41,10 +41,9 @@ void finish(std::vector<int32_t>& generated, const GenerateOptions& o, int32_t e
 std::vector<int32_t> speculative(const engine::Model& model, const GenerateOptions& o,
                                  const std::vector<int32_t>& prompt, int draft_tokens) {
   std::optional<engine::DraftLengthChooser> chooser;
-  if (draft_tokens == server::kAutoDraftTokens) chooser.emplace(std::min(4, model.config().sliding_window - 1));
+  if (draft_tokens == server::kAutoDraftTokens) chooser.emplace(engine::DraftLengthChooser::auto_limit(model.config().sliding_window));
   engine::MtpDrafter drafter(model);
-  engine::SpeculativeDecoder decoder(model, drafter, chooser ? chooser->max_draft_tokens() : draft_tokens,
-                                     o.sampling);
+  engine::SpeculativeDecoder decoder(model, drafter, draft_tokens, o.sampling, chooser ? &*chooser : nullptr);
   engine::Session session = model.new_session();
   Tensor streams;
   const Tensor logits = model.forward(session, prompt, engine::Model::Logits::Last, &streams);
@@ -53,15 +52,8 @@ std::vector<int32_t> speculative(const engine::Model& model, const GenerateOptio
   const auto eos = model.config().eos_token_id;
   while (static_cast<int>(tokens.size() - prompt.size()) < o.max_tokens &&
          (o.ignore_eos || std::find(tokens.begin() + static_cast<int64_t>(prompt.size()), tokens.end(), eos) ==
-                              tokens.end())) {
-    const int wanted = chooser ? chooser->next() : draft_tokens;
-    const int64_t drafted_before = decoder.stats().drafted;
-    const auto start = std::chrono::steady_clock::now();
-    const auto emitted = decoder.step(session, tokens, wanted);
-    if (chooser)
-      chooser->observe(static_cast<int>(decoder.stats().drafted - drafted_before), static_cast<int>(emitted.size()) - 1,
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+                              tokens.end()))
+    decoder.step(session, tokens, decoder.draft_tokens());
   const auto& st = decoder.stats();
   std::cerr << fmt::format("{} verify steps, {} drafted, {} accepted ({:.2f} tokens per verify step)\n",
                            st.verify_steps, st.drafted, st.accepted,

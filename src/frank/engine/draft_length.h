@@ -13,6 +13,10 @@ namespace frank::engine {
 
 class DraftLengthChooser {
  public:
+  // The most `auto` drafts for a model: 4 (DeepSeek trains one MTP layer; long chains rarely pay),
+  // and fewer than the sliding window (a verify step is rewound within it).
+  static int auto_limit(int sliding_window) { return sliding_window - 1 < 4 ? sliding_window - 1 : 4; }
+
   explicit DraftLengthChooser(int max_draft_tokens, int explore_every = 64);
 
   int next();  // the k for the next verify step, 0..max

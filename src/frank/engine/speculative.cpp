@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "frank/core/error.h"
 
@@ -56,11 +57,16 @@ Acceptance accept_drafts(const std::vector<std::vector<double>>& target, const s
 }
 
 SpeculativeDecoder::SpeculativeDecoder(const Model& model, Drafter& drafter, int draft_tokens,
-                                       const SamplingParams& sampling)
-    : model_(model), drafter_(drafter), k_(draft_tokens), sampling_(sampling), rng_(sampling.seed) {
-  if (draft_tokens < 0 || draft_tokens + 1 > model.config().sliding_window)
-    throw Error(fmt::format("draft tokens must be in 0..{}, got {}", model.config().sliding_window - 1, draft_tokens));
-  stats_.accepted_at.assign(static_cast<size_t>(draft_tokens), 0);
+                                       const SamplingParams& sampling, DraftLengthChooser* chooser)
+    : model_(model),
+      drafter_(drafter),
+      chooser_(chooser),
+      k_(chooser ? chooser->max_draft_tokens() : draft_tokens),
+      sampling_(sampling),
+      rng_(sampling.seed) {
+  if (k_ < 0 || k_ + 1 > model.config().sliding_window)
+    throw Error(fmt::format("draft tokens must be in 0..{}, got {}", model.config().sliding_window - 1, k_));
+  stats_.accepted_at.assign(static_cast<size_t>(k_), 0);
 }
 
 void SpeculativeDecoder::start(std::span<const float> logits, const Tensor& streams, int64_t first) {
@@ -71,9 +77,10 @@ void SpeculativeDecoder::start(std::span<const float> logits, const Tensor& stre
 
 std::vector<EmittedToken> SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens, int max_drafts) {
   if (pending_.empty()) throw Error("speculative decoding: step() before start()");
+  const auto started = std::chrono::steady_clock::now();
   const int32_t next = draw_token(pending_, rng_);
   tokens.push_back(next);
-  const int k = std::max(0, std::min(k_, max_drafts));
+  const int k = std::max(0, std::min(chooser_ ? chooser_->next() : k_, max_drafts));
   std::vector<Draft> drafts = k > 0 ? drafter_.propose(tokens, k) : std::vector<Draft>{};
   if (static_cast<int>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
 
@@ -102,6 +109,9 @@ std::vector<EmittedToken> SpeculativeDecoder::step(Session& session, std::vector
   streams.data.resize(static_cast<size_t>(streams.shape[0] * streams.shape[1]));
   drafter_.observe(streams, before.position);
 
+  if (chooser_)
+    chooser_->observe(static_cast<int>(drafts.size()), a.accepted,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   ++stats_.verify_steps;
   stats_.drafted += static_cast<int64_t>(drafts.size());
   stats_.accepted += a.accepted;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "frank/core/tensor.h"
+#include "frank/engine/draft_length.h"
 #include "frank/engine/model.h"
 #include "frank/engine/sampling.h"
 
@@ -70,12 +71,16 @@ struct EmittedToken {
 
 class SpeculativeDecoder {
  public:
-  SpeculativeDecoder(const Model& model, Drafter& drafter, int draft_tokens, const SamplingParams& sampling);
+  // `chooser`, when given (--draft-tokens auto), picks each step's draft count from measured costs
+  // and is told how each step went; draft_tokens is then ignored (the chooser's maximum applies).
+  SpeculativeDecoder(const Model& model, Drafter& drafter, int draft_tokens, const SamplingParams& sampling,
+                     DraftLengthChooser* chooser = nullptr);
 
   // After a prefill into `session`: `logits` are the logits of its last position, `streams` the
   // prefill's residual streams of positions first .. (for the drafter).
   void start(std::span<const float> logits, const Tensor& streams, int64_t first);
-  // One verify step: draws the next token, asks the drafter for up to min(k, max_drafts) more,
+  // One verify step: draws the next token, asks the drafter for up to min(k, max_drafts) more (k:
+  // fixed, or the chooser's pick),
   // feeds them all in one forward call, keeps the accepted prefix (rewinding the rest) and appends
   // the emitted tokens (1..k+1) to `tokens`, which the session has then consumed.
   std::vector<EmittedToken> step(Session& session, std::vector<int32_t>& tokens, int max_drafts);
@@ -88,6 +93,7 @@ class SpeculativeDecoder {
  private:
   const Model& model_;
   Drafter& drafter_;
+  DraftLengthChooser* chooser_;
   int k_;
   SamplingParams sampling_;
   std::mt19937_64 rng_;

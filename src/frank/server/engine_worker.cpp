@@ -87,9 +87,8 @@ EngineWorker::EngineWorker(const engine::Model& model, Metrics& metrics, int con
       debug_(debug),
       draft_tokens_(draft_tokens),
       routing_(routing) {
-  // Auto: up to 4 drafts (DeepSeek trains one MTP layer; long chains rarely pay), chosen by cost.
   if (draft_tokens == kAutoDraftTokens)
-    chooser_.emplace(std::min(4, model.config().sliding_window - 1));
+    chooser_.emplace(engine::DraftLengthChooser::auto_limit(model.config().sliding_window));
 }
 
 Tensor EngineWorker::forward(engine::Session& session, std::span<const int32_t> ids, Tensor* streams) {
@@ -211,20 +210,16 @@ JobEnd EngineWorker::generate(Job& job) {
   if (drafting_possible() && !forced) {
     // Verify steps; a step that emits past the token ending the request is rewound to it.
     engine::MtpDrafter drafter(model_);
-    engine::SpeculativeDecoder decoder(model_, drafter, chooser_ ? chooser_->max_draft_tokens() : draft_tokens_,
-                                       req.sampling);
+    engine::SpeculativeDecoder decoder(model_, drafter, draft_tokens_, req.sampling,
+                                       chooser_ ? &*chooser_ : nullptr);
     decoder.start(row(logits, logits.rows() - 1), prefill_streams, run.session.position - prefill_streams.rows());
     while (true) {
       const int room = std::min(static_cast<int>(context_length_ - run.session.position) - 1,
                                 limit - end.completion_tokens - 1);
-      const int wanted = chooser_ ? chooser_->next() : draft_tokens_;
-      const int64_t drafted_before = decoder.stats().drafted, position_before = run.session.position;
+      const int64_t position_before = run.session.position;
       const auto step_start = Clock::now();
-      const auto emitted = decoder.step(run.session, fed, std::min(room, wanted));
+      const auto emitted = decoder.step(run.session, fed, room);
       const double seconds = seconds_since(step_start);
-      if (chooser_)
-        chooser_->observe(static_cast<int>(decoder.stats().drafted - drafted_before),
-                          static_cast<int>(emitted.size()) - 1, seconds);
       record_verify_step(run.session, emitted.size(), seconds, decoder.stats());
       for (size_t i = 0; i < emitted.size(); ++i)
         if (const char* why = emit(emitted[i].logits, emitted[i].id, position_before + static_cast<int64_t>(i))) {
