@@ -126,6 +126,21 @@ KEEP_FP32_STRICT = list(DeepseekV4ForCausalLM._keep_in_fp32_modules_strict)
 KEEP_FP32_RE = re.compile("|".join(f"(?:{p})" for p in KEEP_FP32_STRICT))
 
 
+def prepare_reference_run():
+    """What every fixture script does first: refuse another transformers, make torch deterministic
+    on 2 CPU threads (no TF32), quiet transformers, and log the versions."""
+    if transformers.__version__ != REQUIRED_TRANSFORMERS:
+        sys.exit(f"need transformers=={REQUIRED_TRANSFORMERS}, found {transformers.__version__}")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_num_threads(2)
+    torch.use_deterministic_algorithms(True)
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    log(f"transformers {transformers.__version__}, torch {torch.__version__}, safetensors {safetensors.__version__}, "
+        f"numpy {np.__version__}, threads {torch.get_num_threads()}")
+
+
 def log(*a):
     print(*a, flush=True)
 
@@ -926,16 +941,7 @@ def main():
     ap.add_argument("--only", nargs="*", help="fixture names to build (default: all)")
     args = ap.parse_args()
 
-    if transformers.__version__ != REQUIRED_TRANSFORMERS:
-        sys.exit(f"need transformers=={REQUIRED_TRANSFORMERS}, found {transformers.__version__}")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_num_threads(2)
-    torch.use_deterministic_algorithms(True)
-    transformers.logging.set_verbosity_error()
-
-    log(f"transformers {transformers.__version__}, torch {torch.__version__}, safetensors {safetensors.__version__}, "
-        f"threads {torch.get_num_threads()}")
+    prepare_reference_run()
     os.makedirs(args.out, exist_ok=True)
     results = []
     for fx in FIXTURES:

@@ -702,21 +702,11 @@ def main():
     ap.add_argument("--only", nargs="*", help="fixture names to build (default: all)")
     args = ap.parse_args()
 
-    if transformers.__version__ != base.REQUIRED_TRANSFORMERS:
-        sys.exit(f"need transformers=={base.REQUIRED_TRANSFORMERS}, found {transformers.__version__}")
     try:
         import accelerate  # noqa: F401  (transformers' FP8 loader, used by the reload cross-check)
     except ImportError:
         sys.exit("need accelerate (pip install accelerate==1.15.0) for transformers' FP8 dequantizing loader")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_num_threads(2)
-    torch.use_deterministic_algorithms(True)
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-    log(f"transformers {transformers.__version__}, torch {torch.__version__}, safetensors {safetensors.__version__}, "
-        f"numpy {np.__version__}, threads {torch.get_num_threads()}")
+    base.prepare_reference_run()
     src_dir = args.source or os.path.join(args.out, SOURCE["name"])
     assert os.path.isfile(os.path.join(src_dir, "logits.f32")), f"need the tiny-v4 fixture at {src_dir}"
     hand = hand_checks()

@@ -558,16 +558,7 @@ def main():
     ap.add_argument("--out", required=True, help="output root, e.g. tests/fixtures/dsv4-mtp")
     ap.add_argument("--source", default="tests/fixtures/dsv4/tiny-v4", help="the tiny-v4 fixture to check against")
     args = ap.parse_args()
-    if transformers.__version__ != base.REQUIRED_TRANSFORMERS:
-        sys.exit(f"need transformers=={base.REQUIRED_TRANSFORMERS}, found {transformers.__version__}")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_num_threads(2)
-    torch.use_deterministic_algorithms(True)
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    log(f"transformers {transformers.__version__}, torch {torch.__version__}, safetensors {safetensors.__version__}, "
-        f"numpy {np.__version__}, threads {torch.get_num_threads()}")
+    base.prepare_reference_run()
     assert os.path.isfile(os.path.join(args.source, "logits.f32")), f"need the tiny-v4 fixture at {args.source}"
     os.makedirs(args.out, exist_ok=True)
     make(args.out, args.source)
