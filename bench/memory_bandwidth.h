@@ -1,13 +1,34 @@
 #pragma once
-// What the benchmarks share: robust summaries of repeated timings, and the machine's DRAM read
-// bandwidth measured in the same run (the physical limit a weight-streaming kernel is judged by).
+// What the benchmarks share: their integer options, robust summaries of repeated timings, and the
+// machine's DRAM read bandwidth measured in the same run (the physical limit a weight-streaming
+// kernel is judged by).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "frank/core/error.h"
+
 namespace frank::bench {
+
+// Reads `--name value` pairs with integer values, handing each to its setter; an unknown name or a
+// missing value is a frank::Error.
+inline void parse_int_options(int argc, char** argv,
+                              const std::map<std::string, std::function<void(int64_t)>>& setters) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto it = setters.find(arg);
+    if (it == setters.end()) throw Error(fmt::format("unknown option {}", arg));
+    if (i + 1 >= argc) throw Error(fmt::format("{} needs a value", arg));
+    it->second(std::stoll(argv[++i]));
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 

@@ -37,15 +37,10 @@ struct Options {
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) throw frank::Error(fmt::format("{} needs a value", arg));
-    const int64_t value = std::stoll(argv[++i]);
-    if (arg == "--reps") o.reps = static_cast<int>(value);
-    else if (arg == "--rotate-mib") o.rotate_mib = value;
-    else if (arg == "--bandwidth-mib") o.bandwidth_mib = value;
-    else throw frank::Error(fmt::format("unknown option {}", arg));
-  }
+  frank::bench::parse_int_options(argc, argv,
+                                  {{"--reps", [&](int64_t v) { o.reps = static_cast<int>(v); }},
+                                   {"--rotate-mib", [&](int64_t v) { o.rotate_mib = v; }},
+                                   {"--bandwidth-mib", [&](int64_t v) { o.bandwidth_mib = v; }}});
   if (o.reps < 1) throw frank::Error("--reps must be >= 1");
   return o;
 }
