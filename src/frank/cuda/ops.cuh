@@ -1,0 +1,149 @@
+#pragma once
+// The CUDA ops of the DeepSeek-V4 forward pass: host-side launchers, each asynchronous on `stream`
+// (no host synchronisation, no allocation, so a step made of them can be captured in a CUDA graph).
+// Every pointer is device memory. Activations and state are fp32, row-major; Linear weights are
+// fp32 (exactness tests) or bf16 (serving), always accumulated in fp32.
+//
+// Each op computes what the CPU reference computes (the function named under it); the reference
+// accumulates in double, these in fp32, so they agree to rounding (tests/cuda/ops_check_*.cpp).
+// A launcher returns the launch error, or cudaErrorInvalidValue for arguments it cannot serve.
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace frank::cuda {
+
+enum class WeightType { F32, BF16 };
+
+// ---- dense ops (dense_ops.cu) ---------------------------------------------------------------
+
+// y[t*ldy + o] = sum_i W[o*in + i] * x[t*ldx + i] for t < n, o < out. W is [out, in] row-major, of
+// type `wt`. Strides let a caller run a slice (the grouped output projection runs one launch per
+// group on column slices of x and y). cpu::linear.
+cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int64_t out, int64_t in, float* y,
+                   int64_t ldy, cudaStream_t stream);
+
+// Each of `rows` contiguous rows of `width` values in place: x * 1/sqrt(mean(x^2) + eps), then
+// times weight[i] when weight is not null. cpu::rms_norm.
+cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, float eps, cudaStream_t stream);
+
+// RoPE on x [n, heads*dim]: row t is at position first_position + t; in each head the last
+// 2*pairs values rotate in interleaved pairs (x[2i], x[2i+1]) by angle = inv_freq[i] * (float)position
+// (one fp32 product, then cosf/sinf); `inverse` negates the angle. engine::RopeTable::apply.
+cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int pairs, int64_t first_position,
+                 bool inverse, cudaStream_t stream);
+
+// x[i] *= s for i < count.
+cudaError_t scale(float* x, int64_t count, float s, cudaStream_t stream);
+
+// streams [n, N*D]: every one of the N streams of token t is the embedding row table[ids[t]] ([vocab, D]).
+cudaError_t embed_streams(const int32_t* ids, int n, const float* table, int D, int N, float* streams,
+                          cudaStream_t stream);
+
+// ---- hyper-connections (hyper_connection.cu) -------------------------------------------------
+
+// mHC site, pre part, for each token t of streams [n, N*D]:
+//   r = streams[t] * 1/sqrt(mean(streams[t]^2) + norm_eps)    (over all N*D values, no weight)
+//   m = fn · r                                                (fn [(2+N)*N, N*D] fp32)
+//   pre[i]  = sigmoid(m[i] * scale[0] + base[i]) + hc_eps                    i < N
+//   post[i] = 2 * sigmoid(m[N+i] * scale[1] + base[N+i])                     i < N
+//   comb    = m[2N + j*N + k] * scale[2] + base[2N + j*N + k], then Sinkhorn (engine::sinkhorn:
+//             row softmax + hc_eps, column normalise, then (iters-1) x (row, column), hc_eps in
+//             every denominator)
+//   mix[t] = [pre (N) | post (N) | comb (N*N)]                               [n, 2N + N*N]
+//   input[t][d] = sum_j pre[j] * streams[t][j*D + d], then RMSNorm with norm_weight, norm_eps.
+// engine::hc_mapping + collapse_streams + cpu::rms_norm.
+cudaError_t hc_pre(const float* streams, int n, int N, int D, const float* fn, const float* base, const float* scale,
+                   int sinkhorn_iters, float hc_eps, float norm_eps, const float* norm_weight, float* mix, float* input,
+                   cudaStream_t stream);
+
+// mHC site, post part: streams[t][k*D + d] <- post[k] * sublayer[t][d] + sum_j comb[j*N + k] * streams[t][j*D + d]
+// (the old streams on the right). engine::hc_expand.
+cudaError_t hc_post(float* streams, int n, int N, int D, const float* mix, const float* sublayer, cudaStream_t stream);
+
+// Final hyper-head for each token t: m = fn · RMS(streams[t]) (fn [N, N*D], norm_eps),
+// pre[i] = sigmoid(m[i] * scale[0] + base[i]) + hc_eps, out[t] = sum_j pre[j] * stream_j, then
+// RMSNorm with norm_weight (the model's final norm). engine::hyper_head + cpu::rms_norm.
+cudaError_t hc_head(const float* streams, int n, int N, int D, const float* fn, const float* base, const float* scale,
+                    float hc_eps, float norm_eps, const float* norm_weight, float* out, cudaStream_t stream);
+
+// ---- attention state and attention (attention.cu, compressor.cu) ------------------------------
+
+// The sliding window ring [W, hd]: position p lives in row p % W. Stores the chunk's K=V rows
+// (chunk_kv [n, hd], positions start ..) that the ring keeps: the last min(n, W) of them.
+cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int n, int64_t start,
+                         cudaStream_t stream);
+
+// Attention with a sink for each token t (position pos = start + t) and head h, over keys that are
+// also the values (K=V):
+//   - window: positions max(0, pos-W+1) .. pos; a position p < start is read from ring[p % W]
+//     (stored by earlier calls), p >= start from chunk_kv[p - start] (the ring is not yet updated);
+//   - compressed entries (entries [*, hd]), when compress_ratio > 0: if `selected` is null (HCA),
+//     every entry e < (pos + 1) / compress_ratio; else the entries selected[t*k_sel + j] that are
+//     >= 0 (CSA: the indexer's choice).
+//   logits l_j = (q[t][h] · key_j) * scale; mx = max(sink[h], max_j l_j);
+//   out[t][h] = sum_j exp(l_j - mx) / (exp(sink[h] - mx) + sum_i exp(l_i - mx)) * key_j
+// q and out are [n, H*hd]. engine::attend_with_sink (the key order does not matter).
+cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int W, const float* chunk_kv, int64_t start,
+                   const float* entries, int compress_ratio, const int32_t* selected, int k_sel, const float* sinks,
+                   float scale, float* out, cudaStream_t stream);
+
+// A compressor's state on the device mirrors engine::CompressorState; what the host keeps there
+// as counters follows from the position alone (pending = position % ratio, has_overlap =
+// position >= ratio, n_entries = position / ratio).
+struct CompressorBuffers {
+  float* pending_kv;    // [ratio, width]: raw projections of the open window's tokens (row = position % ratio)
+  float* pending_gate;  // [ratio, width]
+  float* overlap_kv;    // [ratio, dim], overlapping only: Ca half of the last closed window
+  float* overlap_gate;  // [ratio, dim], overlapping only: its gates plus position_bias
+  float* entries;       // [capacity, dim]: entry w at row w
+};
+
+// Pushes a chunk of n tokens (positions start ..) through a compressor: kv, gate are the tokens'
+// raw projections [n, width] with width = (overlapping ? 2 : 1) * dim. For every window the chunk
+// closes (position p with (p+1) % ratio == 0, entry w = p / ratio) it writes entries[w]:
+//   slots: [Ca of window w-1 (overlapping only; empty for w = 0: kv 0, gate -inf) | own tokens];
+//   own token j (position w*ratio + j): kv and gate from the Cb half (overlapping) or the whole
+//   projection (offset 0 otherwise) of pending (position < start) or the chunk, gate + position_bias[j];
+//   Ca token j of window w-1: overlap (position < start; already biased) or the chunk's Ca half + bias[j];
+//   per channel c: softmax of the slot gates, sum of kv times those weights; then RMSNorm over dim with
+//   norm_weight and eps; then RoPE (inv_freq, pairs) at position w * ratio.
+// Then it leaves pending holding the chunk's tokens of the still-open window and, if a window closed,
+// overlap holding that last closed window's Ca half (kv, and gate + bias). engine::Compressor::push.
+cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const float* gate, int n, int64_t start,
+                           int ratio, int dim, bool overlapping, const float* position_bias, const float* norm_weight,
+                           float eps, const float* inv_freq, int pairs, cudaStream_t stream);
+
+// Indexer scores for each token t (position start + t) over the entries visible to it
+// (e < (start + t + 1) / ratio), as engine::indexer_scores:
+//   s = sum_h max(q[t][h] · keys[e], 0) * (1/sqrt(d)) * w[t][h];  other columns -inf.
+// q [n, H*d], w [n, H] (already scaled by 1/sqrt(H)), keys [cols, d], scores [n, cols].
+cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, const float* keys, int64_t start,
+                           int ratio, int cols, float* scores, cudaStream_t stream);
+
+// ---- MoE (moe.cu) ---------------------------------------------------------------------------
+
+// Routing for each token t from the router logits [n, E] (engine::route):
+//   score[e] = sqrt(softplus(logit[e])) (torch softplus: x > 20 gives x, else log1p(exp(x)));
+//   experts: tid2eid[ids[t]*k ..] when tid2eid is not null (hash layers), else the top k of
+//   score + bias (higher first; ties by lower expert);
+//   weights[t*k + j] = score[expert_j] / (sum of the k scores + 1e-20) * scaling.
+cudaError_t route(const float* logits, int n, int E, int k, const float* bias, const int32_t* tid2eid,
+                  const int32_t* ids, float scaling, int32_t* experts, float* weights, cudaStream_t stream);
+
+// The weights of every expert, as device tables of device pointers indexed by expert id; the shared
+// expert is index E (one past the routed experts). gate, up: [I, D]; down: [D, I].
+struct ExpertTables {
+  const void* const* gate;
+  const void* const* up;
+  const void* const* down;
+  WeightType type;
+};
+
+// out[t] = sum_j weights[t*k + j] * expert(experts[t*k + j], x[t]) + expert(E, x[t]) with
+// expert(e, x) = down_e · (silu(min(gate_e·x, limit)) * clamp(up_e·x, -limit, limit)).
+// `hidden` is scratch of [n, k+1, I] floats. engine::moe_forward.
+cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
+                        const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream);
+
+}  // namespace frank::cuda
