@@ -30,8 +30,16 @@ class Attention {
             int compress_ratio, const RopeTable& main_rope, const RopeTable& compress_rope);
 
   // x: [n, hidden] (the attention input, after input_layernorm) for the n tokens at positions
-  // state-relative `start` .. start+n-1, consumed in order. Returns [n, hidden].
+  // state-relative `start` .. start+n-1, consumed in order. Returns [n, hidden]. The CPU reference
+  // (attention_forward with CpuOps); the model runs attention_forward over its backend's ops.
   Tensor forward(const Tensor& x, int64_t start, LayerState& state) const;
+
+  const model::ModelConfig& config() const { return c_; }
+  const model::AttentionWeights& weights() const { return w_; }
+  model::AttentionKind kind() const { return kind_; }
+  const RopeTable& rope() const { return rope_; }
+  const std::optional<Compressor>& compressor() const { return compressor_; }
+  const std::optional<Compressor>& index_compressor() const { return index_compressor_; }
 
   // Moves `state` (this layer as it was before the last forward call of `after`, which started at
   // `start`) on by that call's first `keep` tokens: their window rows are copied from `after` and
@@ -40,10 +48,6 @@ class Attention {
   void replay(LayerState& state, const LayerState& after, int64_t start, int64_t keep) const;
 
  private:
-  // The compressed entries token `pos` attends besides its window (HCA: all; CSA: the indexer's pick).
-  std::vector<const float*> compressed_keys(const LayerState& state, const float* index_q, const float* index_w) const;
-  Tensor grouped_output(const Tensor& heads) const;
-
   const model::ModelConfig& c_;
   const model::AttentionWeights& w_;
   model::AttentionKind kind_;

@@ -6,8 +6,7 @@
 
 #include "frank/core/error.h"
 #include "frank/core/sha256.h"
-#include "frank/cpu/ops.h"
-#include "frank/engine/hyper_connection.h"
+#include "frank/engine/cpu_ops.h"
 #include "frank/engine/decoder_layer.h"
 
 namespace frank::engine {
@@ -67,29 +66,13 @@ void Model::validate(const Session& session, std::span<const int32_t> ids) const
 
 Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits logits, Tensor* streams_out) const {
   validate(session, ids);
-  const auto& c = config_;
   const int64_t n = static_cast<int64_t>(ids.size());
-  const int D = c.hidden_size, N = c.hc_mult;
+  CpuOps ops;
   const std::vector<int32_t> tokens(ids.begin(), ids.end());
-
-  // Every stream starts as the token embedding.
-  Tensor streams({n, int64_t{N} * D});
-  for (int64_t t = 0; t < n; ++t)
-    for (int j = 0; j < N; ++j) std::copy_n(weights_.embed.row(ids[t]), D, streams.row(t) + int64_t{j} * D);
-
-  for (int l = 0; l < c.num_layers; ++l)
-    decoder_layer(c, weights_.layers[l], attention_[l], c.hash_routed[l], streams, session.position,
-                  session.layers[l], tokens);
-  if (streams_out != nullptr) *streams_out = streams;
-
-  const int64_t first = logits == Logits::Last ? n - 1 : 0;
-  Tensor hidden({n - first, int64_t{D}});
-  for (int64_t t = first; t < n; ++t) {
-    hyper_head(c, weights_.hc_head, streams.row(t), hidden.row(t - first));
-    cpu::rms_norm(hidden.row(t - first), D, weights_.norm.data.data(), c.rms_norm_eps);
-  }
+  Tensor out = model_forward(ops, config_, weights_, attention_, session.layers, session.position, tokens,
+                             logits == Logits::Last ? n - 1 : 0, streams_out);
   session.position += n;
-  return cpu::linear(hidden, weights_.head);
+  return out;
 }
 
 Session Model::rewind(const SessionCheckpoint& before, const Session& after, int64_t keep) const {

@@ -27,6 +27,7 @@ class Model {
   const model::ModelWeights& weights() const { return weights_; }
   const RopeTable& main_rope() const { return main_rope_; }
   const RopeTable& compress_rope() const { return compress_rope_; }
+  const std::vector<Attention>& attention() const { return attention_; }
   Session new_session() const { return Session(config_); }
   // Identifies the model (config and a sample of every weight): state saved for one model is
   // never loaded into another.

@@ -3,7 +3,7 @@
 #include "frank/core/error.h"
 #include "frank/cpu/ops.h"
 #include "frank/engine/decoder_layer.h"
-#include "frank/engine/hyper_connection.h"
+#include "frank/engine/cpu_ops.h"
 
 namespace frank::engine {
 namespace {
@@ -53,14 +53,10 @@ MtpBlock::Output MtpBlock::forward(MtpState& state, const Tensor& streams, std::
   }
 
   const std::vector<int32_t> tokens(next_tokens.begin(), next_tokens.end());  // the MoE is scored: unused
-  decoder_layer(c_, m_.block, attention_, /*hash_routed=*/false, x, state.position, state.layer, tokens);
+  CpuOps ops;
+  decoder_layer(ops, c_, m_.block, attention_, /*hash_routed=*/false, x, state.position, state.layer, tokens);
   state.position += n;
-
-  Tensor hidden({n, int64_t{D}});
-  for (int64_t t = 0; t < n; ++t) {
-    hyper_head(c_, m_.hc_head, x.row(t), hidden.row(t));
-    cpu::rms_norm(hidden.row(t), D, m_.norm.data.data(), c_.rms_norm_eps);
-  }
+  const Tensor hidden = ops.hyper_head(m_.hc_head, m_.norm, x, 0, c_);
   return {cpu::linear(hidden, w_.head), std::move(x)};
 }
 

@@ -1,0 +1,69 @@
+#pragma once
+// DeepSeek-V4 attention (dsv4-model.md §4-5) over a chunk of n tokens, written once over a
+// backend's ops (`Ops`: CpuOps, the fp32 reference, or cuda::CudaOps; docs/architecture.md lists
+// what each op must do). The stateful part is batched: the chunk's tokens are pushed through the
+// compressors first (entries are append-only, and token t sees entry w only when
+// w < (t+1)/ratio, so pushing first changes nothing), then every token attends to its window and
+// entries, then the window ring takes the chunk's rows.
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "frank/engine/attention.h"
+
+namespace frank::engine {
+
+template <class Ops>
+typename Ops::Array attention_forward(Ops& ops, const Attention& a, const typename Ops::Array& x, int64_t start,
+                                      typename Ops::LayerState& state) {
+  using Array = typename Ops::Array;
+  const model::ModelConfig& c = a.config();
+  const model::AttentionWeights& w = a.weights();
+  const int H = c.num_heads, hd = c.head_dim;
+  const float eps = c.rms_norm_eps;
+
+  // Queries: q_a -> weighted RMSNorm (the "q residual", also the indexer's input) -> q_b -> per-head
+  // unweighted RMSNorm -> RoPE.
+  Array q_residual = ops.linear(x, w.q_a_proj);
+  ops.rms_norm(q_residual, c.q_lora_rank, &w.q_a_norm, eps);
+  Array q = ops.linear(q_residual, w.q_b_proj);
+  ops.rms_norm(q, hd, nullptr, eps);
+  ops.rope(q, H, hd, start, a.rope(), /*inverse=*/false);
+
+  // The single K=V row per token.
+  Array kv = ops.linear(x, w.kv_proj);
+  ops.rms_norm(kv, hd, &w.kv_norm, eps);
+  ops.rope(kv, 1, hd, start, a.rope(), /*inverse=*/false);
+
+  Array comp_kv, comp_gate, index_kv, index_gate;
+  if (a.compressor()) {
+    comp_kv = ops.linear(x, w.compressor->kv_proj);
+    comp_gate = ops.linear(x, w.compressor->gate_proj);
+    ops.compress(state.compressor, *a.compressor(), comp_kv, comp_gate, start);
+  }
+  typename Ops::Selection selected;
+  if (a.index_compressor()) {
+    const model::IndexerWeights& ix = *w.indexer;
+    index_kv = ops.linear(x, ix.compressor.kv_proj);
+    index_gate = ops.linear(x, ix.compressor.gate_proj);
+    ops.compress(state.indexer, *a.index_compressor(), index_kv, index_gate, start);
+    Array index_q = ops.linear(q_residual, ix.q_b_proj);
+    ops.rope(index_q, c.index_n_heads, c.index_head_dim, start, a.rope(), /*inverse=*/false);
+    Array index_w = ops.linear(x, ix.weights_proj);
+    ops.scale(index_w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.index_n_heads))));
+    selected = ops.index_select(index_q, index_w, state.indexer, *a.index_compressor(), start, c.index_topk);
+  }
+
+  Array heads = ops.attend(q, kv, state, a, start, a.index_compressor() ? &selected : nullptr);
+  // K=V carried RoPE into the values: undo it at the query's position.
+  ops.rope(heads, H, hd, start, a.rope(), /*inverse=*/true);
+  ops.window_store(state, kv, start, c.sliding_window);
+  ops.keep_call_record(state, std::move(comp_kv), std::move(comp_gate), std::move(index_kv), std::move(index_gate));
+
+  // Heads are split into o_groups contiguous groups; group g goes through rows
+  // [g*o_lora, (g+1)*o_lora) of o_a_proj, the concatenation through o_b_proj.
+  const Array low = ops.grouped_linear(heads, w.o_a_proj, c.o_groups);
+  return ops.linear(low, w.o_b_proj);
+}
+
+}  // namespace frank::engine

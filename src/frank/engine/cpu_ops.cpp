@@ -1,0 +1,136 @@
+#include "frank/engine/cpu_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "frank/cpu/ops.h"
+#include "frank/engine/indexer.h"
+#include "frank/engine/moe.h"
+
+namespace frank::engine {
+
+Tensor CpuOps::embed(const Tensor& table, const Ids& ids, int N) const {
+  const int64_t D = table.cols();
+  Tensor streams({static_cast<int64_t>(ids.size()), N * D});
+  for (size_t t = 0; t < ids.size(); ++t)
+    for (int j = 0; j < N; ++j) std::copy_n(table.row(ids[t]), D, streams.row(static_cast<int64_t>(t)) + j * D);
+  return streams;
+}
+
+std::pair<CpuOps::Mix, Tensor> CpuOps::hc_pre(const model::HyperConnectionWeights& hc, const Tensor& norm,
+                                              const Tensor& streams, const model::ModelConfig& c) const {
+  const int64_t n = streams.rows();
+  const int D = c.hidden_size;
+  Mix mixes;
+  Tensor input({n, int64_t{D}});
+  for (int64_t t = 0; t < n; ++t) {
+    mixes.push_back(hc_mapping(c, hc, streams.row(t)));
+    collapse_streams(streams.row(t), mixes.back().pre, D, input.row(t));
+    cpu::rms_norm(input.row(t), D, norm.data.data(), c.rms_norm_eps);
+  }
+  return {std::move(mixes), std::move(input)};
+}
+
+void CpuOps::hc_post(const Mix& mix, const Tensor& sublayer, Tensor& streams, const model::ModelConfig& c) const {
+  for (int64_t t = 0; t < streams.rows(); ++t) hc_expand(mix[t], sublayer.row(t), c.hidden_size, streams.row(t));
+}
+
+Tensor CpuOps::hyper_head(const model::HyperConnectionWeights& hc, const Tensor& norm, const Tensor& streams,
+                          int64_t first, const model::ModelConfig& c) const {
+  const int D = c.hidden_size;
+  Tensor hidden({streams.rows() - first, int64_t{D}});
+  for (int64_t t = first; t < streams.rows(); ++t) {
+    engine::hyper_head(c, hc, streams.row(t), hidden.row(t - first));
+    cpu::rms_norm(hidden.row(t - first), D, norm.data.data(), c.rms_norm_eps);
+  }
+  return hidden;
+}
+
+Tensor CpuOps::linear(const Tensor& x, const LinearWeight& w) const { return cpu::linear(x, w); }
+
+Tensor CpuOps::grouped_linear(const Tensor& x, const LinearWeight& w, int groups) const {
+  const int64_t n = x.rows(), R = w.rows() / groups, group_in = x.cols() / groups;
+  Tensor y({n, w.rows()});
+  for (int64_t t = 0; t < n; ++t)
+    for (int g = 0; g < groups; ++g)
+      cpu::linear_rows(x.row(t) + g * group_in, 1, w, g * R, (g + 1) * R, y.row(t) + g * R);
+  return y;
+}
+
+void CpuOps::rms_norm(Tensor& x, int width, const Tensor* weight, float eps) const {
+  for (int64_t i = 0; i < x.numel(); i += width)
+    cpu::rms_norm(x.data.data() + i, width, weight != nullptr ? weight->data.data() : nullptr, eps);
+}
+
+void CpuOps::rope(Tensor& x, int heads, int dim, int64_t start, const RopeTable& rope, bool inverse) const {
+  for (int64_t t = 0; t < x.rows(); ++t)
+    for (int h = 0; h < heads; ++h) rope.apply(x.row(t) + int64_t{h} * dim, dim, start + t, inverse);
+}
+
+void CpuOps::scale(Tensor& x, float s) const {
+  for (auto& v : x.data) v *= s;
+}
+
+void CpuOps::compress(CompressorState& state, const Compressor& compressor, const Tensor& kv, const Tensor& gate,
+                      int64_t /*start*/) const {
+  for (int64_t t = 0; t < kv.rows(); ++t) compressor.push(state, kv.row(t), gate.row(t));
+}
+
+CpuOps::Selection CpuOps::index_select(const Tensor& q, const Tensor& w, const CompressorState& keys,
+                                       const Compressor& compressor, int64_t start, int k) const {
+  const int heads = static_cast<int>(w.cols()), dim = compressor.dim();
+  Selection selected;
+  for (int64_t t = 0; t < q.rows(); ++t) {
+    const int64_t visible = (start + t + 1) / compressor.ratio();
+    const auto scores = indexer_scores(q.row(t), w.row(t), heads, dim, keys.entries.data(), visible);
+    selected.push_back(top_k_indices(scores, k));
+  }
+  return selected;
+}
+
+Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, const LayerState& state, const Attention& a, int64_t start,
+                      const Selection* selected) const {
+  const model::ModelConfig& c = a.config();
+  const int H = c.num_heads, hd = c.head_dim, W = c.sliding_window;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const float* entries = state.compressor.entries.data();
+  Tensor heads({q.rows(), int64_t{H} * hd});
+  for (int64_t t = 0; t < q.rows(); ++t) {
+    const int64_t pos = start + t;
+    // Window rows (pos-W, pos], oldest first, then the compressed entries.
+    std::vector<const float*> keys;
+    for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p)
+      keys.push_back(p < start ? state.window.data() + (p % W) * hd : kv.row(p - start));
+    if (selected != nullptr) {
+      for (int64_t e : (*selected)[t]) keys.push_back(entries + e * hd);
+    } else if (a.compressor()) {
+      for (int64_t e = 0; e < (pos + 1) / a.compressor()->ratio(); ++e) keys.push_back(entries + e * hd);
+    }
+    for (int h = 0; h < H; ++h)
+      attend_with_sink(q.row(t) + int64_t{h} * hd, keys, a.weights().sinks.data[h], hd, scale,
+                       heads.row(t) + int64_t{h} * hd);
+  }
+  return heads;
+}
+
+void CpuOps::window_store(LayerState& state, const Tensor& kv, int64_t start, int window) const {
+  const int64_t n = kv.rows(), hd = kv.cols();
+  for (int64_t t = std::max<int64_t>(0, n - window); t < n; ++t)
+    std::copy_n(kv.row(t), hd, state.window.begin() + ((start + t) % window) * hd);
+}
+
+void CpuOps::keep_call_record(LayerState& state, Tensor comp_kv, Tensor comp_gate, Tensor index_kv,
+                              Tensor index_gate) const {
+  state.last_call.compressor_kv = std::move(comp_kv);
+  state.last_call.compressor_gate = std::move(comp_gate);
+  state.last_call.indexer_kv = std::move(index_kv);
+  state.last_call.indexer_gate = std::move(index_gate);
+}
+
+Tensor CpuOps::moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
+                   const Ids& ids, LayerState& state) const {
+  state.last_call.experts.clear();
+  return moe_forward(c, w, hash_layer, x, ids, &state.last_call.experts);
+}
+
+}  // namespace frank::engine

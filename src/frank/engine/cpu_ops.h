@@ -1,0 +1,63 @@
+#pragma once
+// The CPU reference backend of the shared forward pass (attention_forward.h, decoder_layer.h):
+// every op in fp32 with double accumulation, on host Tensors and the host Session state. This is
+// the oracle the CUDA ops are checked against, so each op is the plain math, token by token.
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "frank/core/tensor.h"
+#include "frank/engine/attention.h"
+#include "frank/engine/hyper_connection.h"
+#include "frank/engine/session.h"
+#include "frank/model/weights.h"
+
+namespace frank::engine {
+
+class CpuOps {
+ public:
+  using Array = Tensor;
+  using Ids = std::vector<int32_t>;
+  using Mix = std::vector<HyperConnectionMix>;             // one per token
+  using Selection = std::vector<std::vector<int64_t>>;     // per token: the chosen compressed entries
+  using LayerState = engine::LayerState;
+
+  // streams [n, N*D]: every stream of token t is the embedding of ids[t].
+  Tensor embed(const Tensor& table, const Ids& ids, int N) const;
+  // mHC site: the per-token mixes and the collapsed, normalised sublayer input [n, D].
+  std::pair<Mix, Tensor> hc_pre(const model::HyperConnectionWeights& hc, const Tensor& norm, const Tensor& streams,
+                                const model::ModelConfig& c) const;
+  void hc_post(const Mix& mix, const Tensor& sublayer, Tensor& streams, const model::ModelConfig& c) const;
+  // Hyper-head and final norm of rows [first, n): [n - first, D].
+  Tensor hyper_head(const model::HyperConnectionWeights& hc, const Tensor& norm, const Tensor& streams, int64_t first,
+                    const model::ModelConfig& c) const;
+
+  Tensor linear(const Tensor& x, const LinearWeight& w) const;
+  // Column group g of x (x.cols()/groups wide) through rows [g*R, (g+1)*R) of w, R = w.rows()/groups.
+  Tensor grouped_linear(const Tensor& x, const LinearWeight& w, int groups) const;
+  // Every `width`-wide piece of x in place (weight null: unweighted).
+  void rms_norm(Tensor& x, int width, const Tensor* weight, float eps) const;
+  // RoPE on the `heads` pieces of width `dim` of each row t, at position start + t.
+  void rope(Tensor& x, int heads, int dim, int64_t start, const RopeTable& rope, bool inverse) const;
+  void scale(Tensor& x, float s) const;
+
+  // Pushes the chunk's projections (positions start ..) through the compressor in order.
+  void compress(CompressorState& state, const Compressor& compressor, const Tensor& kv, const Tensor& gate,
+                int64_t start) const;
+  // The indexer's top k of the entries each token sees (CSA).
+  Selection index_select(const Tensor& q, const Tensor& w, const CompressorState& keys, const Compressor& compressor,
+                         int64_t start, int k) const;
+  // Attention with the sink over each token's window (earlier rows from the ring, the chunk's own
+  // from kv) and compressed entries (HCA: all it sees; CSA: `selected`). [n, heads * head_dim].
+  Tensor attend(const Tensor& q, const Tensor& kv, const LayerState& state, const Attention& a, int64_t start,
+                const Selection* selected) const;
+  // The window ring keeps the chunk's last rows.
+  void window_store(LayerState& state, const Tensor& kv, int64_t start, int window) const;
+  // The compressors' raw projections of this call, for Model::rewind.
+  void keep_call_record(LayerState& state, Tensor comp_kv, Tensor comp_gate, Tensor index_kv, Tensor index_gate) const;
+  // Router, routed experts and shared expert; records the routed experts in state.last_call.
+  Tensor moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x, const Ids& ids,
+             LayerState& state) const;
+};
+
+}  // namespace frank::engine
