@@ -66,19 +66,22 @@ void run(const GenerateOptions& o) {
   const auto& config = model->config();
   const auto prompt = o.ids.empty() ? std::vector<int32_t>{config.bos_token_id} : parse_ids(o.ids);
   engine::Sampler sampler(o.sampling);
-  engine::Session session = model->new_session();
+  Backend backend(*model, o.source);
+  const auto runner = backend.new_runner();
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<int32_t> generated;
   const int draft_tokens = parse_draft_tokens(o.draft_tokens);
+  if (draft_tokens != 0 && !backend.is_cpu())
+    throw Error("--draft-tokens: speculative decoding runs on the CPU backend only for now");
   if (draft_tokens != 0) generated = speculative(*model, o, prompt, draft_tokens);
-  Tensor logits = draft_tokens != 0 ? Tensor() : model->forward(session, prompt);
+  Tensor logits = draft_tokens != 0 ? Tensor() : runner->forward(prompt, engine::Model::Logits::Last);
   while (draft_tokens == 0 && static_cast<int>(generated.size()) < o.max_tokens) {
     const int32_t next = sampler.next(std::span<const float>(logits.row(logits.rows() - 1), logits.cols()));
     generated.push_back(next);
     if (next == config.eos_token_id && !o.ignore_eos) break;
     if (static_cast<int>(generated.size()) == o.max_tokens) break;
-    logits = model->forward(session, std::span<const int32_t>(&next, 1));
+    logits = runner->forward(std::span<const int32_t>(&next, 1), engine::Model::Logits::Last);
   }
   finish(generated, o, config.eos_token_id);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

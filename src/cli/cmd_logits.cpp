@@ -31,7 +31,9 @@ void run(const LogitsOptions& o) {
     mode.prefill = o.prefill;
   }
   const auto model = o.source.load();
-  const Tensor logits = engine::sequence_logits(*model, ids, mode);
+  Backend backend(*model, o.source);
+  const auto runner = backend.new_runner();
+  const Tensor logits = engine::sequence_logits(*runner, model->config().vocab_size, ids, mode);
   std::ofstream out(o.out, std::ios::binary);
   if (!out) throw Error(fmt::format("cannot open '{}' for writing", o.out));
   out.write(reinterpret_cast<const char*>(logits.data.data()), static_cast<std::streamsize>(logits.numel() * 4));

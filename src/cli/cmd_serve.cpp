@@ -42,6 +42,9 @@ std::filesystem::path tokenizer_path(const ServeOptions& o) {
 
 void run(ServeOptions o) {
   if (o.source.model_dir.empty() && o.source.synthetic.empty()) o.source.synthetic = "tiny-chat";
+  if (o.source.backend != "cpu")
+    throw Error("serve runs on the CPU backend only for now (the CUDA backend serves `frank logits` and "
+                "`frank generate`)");
   const auto tokenizer = model::Tokenizer::load(tokenizer_path(o));
   const auto model = o.source.load();
   if (o.server.debug.step_delay_ms > 0 || o.server.debug.logit_noise > 0)

@@ -8,6 +8,9 @@
 #include "frank/core/error.h"
 #include "frank/model/loader.h"
 #include "frank/model/synthetic.h"
+#ifdef FRANK_WITH_CUDA
+#include "frank/cuda/cuda_model.h"
+#endif
 
 namespace frank::cli {
 
@@ -16,12 +19,23 @@ void ModelSource::add_options(CLI::App& app) {
   app.add_option("--synthetic", synthetic, "random-weight model built in memory: tiny (the default without --model)")
       ->excludes(model);
   app.add_option("--synthetic-seed", seed, "seed of the synthetic weights")->capture_default_str();
-  app.add_option("--backend", backend, "compute backend: cpu")->capture_default_str();
+  app.add_option("--backend", backend, "compute backend: cpu (the fp32 reference) or cuda")->capture_default_str();
+  app.add_option("--weights-dtype", weights_dtype,
+                 "cuda: Linear weights in device memory as bf16 (fp32 accumulation) or fp32 (exactness checks)")
+      ->capture_default_str();
 }
 
 std::unique_ptr<engine::Model> ModelSource::load() const {
+#ifdef FRANK_WITH_CUDA
+  if (backend != "cpu" && backend != "cuda")
+    throw Error(fmt::format("unknown backend '{}' (available: cpu, cuda)", backend));
+  if (backend == "cuda") cuda::parse_weight_type(weights_dtype);
+#else
   if (backend != "cpu")
-    throw Error(fmt::format("backend '{}' is not available in this build (available: cpu)", backend));
+    throw Error(fmt::format("backend '{}' is not available in this build (available: cpu; the CUDA backend needs a "
+                            "build with -DFRANK_CUDA=ON)",
+                            backend));
+#endif
   model::LoadedModel m = model_dir.empty() ? model::synthetic_model(synthetic.empty() ? "tiny" : synthetic, seed)
                                            : model::load_model(model_dir);
   if (!m.unused_tensors.empty()) {
@@ -29,6 +43,35 @@ std::unique_ptr<engine::Model> ModelSource::load() const {
                              m.unused_tensors.front());
   }
   return std::make_unique<engine::Model>(std::move(m.config), std::move(m.weights));
+}
+
+#ifdef FRANK_WITH_CUDA
+struct Backend::Gpu {
+  Gpu(const engine::Model& m, cuda::WeightType t) : model(m, t) {}
+  cuda::CudaModel model;
+};
+#else
+struct Backend::Gpu {};
+#endif
+
+Backend::Backend(const engine::Model& model, const ModelSource& source) : model_(model) {
+#ifdef FRANK_WITH_CUDA
+  if (source.backend == "cuda")
+    gpu_ = std::make_unique<Gpu>(model, cuda::parse_weight_type(source.weights_dtype));
+#else
+  (void)source;
+#endif
+}
+
+Backend::~Backend() = default;
+
+bool Backend::is_cpu() const { return gpu_ == nullptr; }
+
+std::unique_ptr<engine::SessionRunner> Backend::new_runner() {
+#ifdef FRANK_WITH_CUDA
+  if (gpu_) return std::make_unique<cuda::CudaRunner>(gpu_->model);
+#endif
+  return std::make_unique<engine::CpuRunner>(model_);
 }
 
 std::vector<int32_t> parse_ids(const std::string& text) {

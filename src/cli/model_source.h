@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "frank/engine/model.h"
+#include "frank/engine/session_runner.h"
 
 namespace frank::cli {
 
@@ -16,10 +17,27 @@ struct ModelSource {
   std::string synthetic;
   uint64_t seed = 0;
   std::string backend = "cpu";
+  std::string weights_dtype = "bf16";
 
   void add_options(CLI::App& app);
-  // Loads the model; prints a warning for checkpoint tensors it did not use.
+  // Loads the model (on the host; a GPU backend uploads from it); prints a warning for checkpoint
+  // tensors it did not use. Throws frank::Error for a backend this build does not have.
   std::unique_ptr<engine::Model> load() const;
+};
+
+// The backend a command computes on: the CPU reference, or the GPU (builds with -DFRANK_CUDA=ON).
+class Backend {
+ public:
+  Backend(const engine::Model& model, const ModelSource& source);
+  ~Backend();
+  bool is_cpu() const;
+  // A fresh session on this backend.
+  std::unique_ptr<engine::SessionRunner> new_runner();
+
+ private:
+  struct Gpu;
+  const engine::Model& model_;
+  std::unique_ptr<Gpu> gpu_;
 };
 
 // "5,17,3" -> {5, 17, 3}; throws frank::Error on anything that is not a comma-separated list of

@@ -34,6 +34,8 @@ class Compressor {
   int ratio() const { return ratio_; }
   int projection_width() const { return halves_ * dim_; }
   const model::CompressorWeights& weights() const { return w_; }
+  float eps() const { return eps_; }
+  const RopeTable& rope() const { return rope_; }
 
   // Adds one token's raw projections (kv, gate: projection_width() each). Returns true when the token
   // closed a window and a new entry was appended to state.entries.

@@ -52,20 +52,20 @@ Model::Model(model::ModelConfig config, model::ModelWeights weights)
   fingerprint_ = fingerprint_of(config_, weights_);
 }
 
-void Model::validate(const Session& session, std::span<const int32_t> ids) const {
+void Model::check_call(int64_t position, std::span<const int32_t> ids) const {
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= config_.vocab_size)
       throw Error(fmt::format("token id {} (at index {}) is outside the vocabulary [0, {})", ids[i], i,
                               config_.vocab_size));
-  if (session.position + static_cast<int64_t>(ids.size()) > config_.max_position_embeddings)
+  if (position + static_cast<int64_t>(ids.size()) > config_.max_position_embeddings)
     throw Error(fmt::format("sequence of {} tokens exceeds max_position_embeddings ({})",
-                            session.position + static_cast<int64_t>(ids.size()), config_.max_position_embeddings));
-  if (session.layers.size() != static_cast<size_t>(config_.num_layers))
-    throw Error("session was made for a different model");
+                            position + static_cast<int64_t>(ids.size()), config_.max_position_embeddings));
 }
 
 Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits logits, Tensor* streams_out) const {
-  validate(session, ids);
+  check_call(session.position, ids);
+  if (session.layers.size() != static_cast<size_t>(config_.num_layers))
+    throw Error("session was made for a different model");
   const int64_t n = static_cast<int64_t>(ids.size());
   CpuOps ops;
   const std::vector<int32_t> tokens(ids.begin(), ids.end());

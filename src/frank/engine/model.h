@@ -54,8 +54,11 @@ class Model {
   // Throws frank::Error when `after` is not such a continuation.
   Session rewind(const SessionCheckpoint& before, const Session& after, int64_t keep) const;
 
+  // Throws frank::Error for ids outside the vocabulary or a call that would pass
+  // max_position_embeddings from `position` (what every backend checks before a forward call).
+  void check_call(int64_t position, std::span<const int32_t> ids) const;
+
  private:
-  void validate(const Session& session, std::span<const int32_t> ids) const;
 
   model::ModelConfig config_;
   model::ModelWeights weights_;

@@ -32,13 +32,16 @@ FeedMode parse_feed_mode(const std::string& text) {
 }
 
 Tensor sequence_logits(const Model& model, std::span<const int32_t> ids, const FeedMode& mode) {
+  CpuRunner runner(model);
+  return sequence_logits(runner, model.config().vocab_size, ids, mode);
+}
+
+Tensor sequence_logits(SessionRunner& fresh, int64_t vocab, std::span<const int32_t> ids, const FeedMode& mode) {
   const int64_t n = static_cast<int64_t>(ids.size());
-  const int64_t vocab = model.config().vocab_size;
   Tensor logits({n, vocab});
-  Session session = model.new_session();
   auto feed = [&](int64_t begin, int64_t count) {
     if (count <= 0) return;
-    const Tensor part = model.forward(session, ids.subspan(begin, count));
+    const Tensor part = fresh.forward(ids.subspan(begin, count), Model::Logits::All);
     std::copy(part.data.begin(), part.data.end(), logits.row(begin));
   };
   switch (mode.kind) {

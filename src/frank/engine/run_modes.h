@@ -8,6 +8,7 @@
 
 #include "frank/core/tensor.h"
 #include "frank/engine/model.h"
+#include "frank/engine/session_runner.h"
 
 namespace frank::engine {
 
@@ -20,7 +21,9 @@ struct FeedMode {
 // "full", "incremental" or "chunked:N"; throws frank::Error for anything else.
 FeedMode parse_feed_mode(const std::string& text);
 
-// Logits [ids.size(), vocab] of `ids` fed to a fresh session in the given way.
+// Logits [ids.size(), vocab] of `ids` fed to a fresh session (the runner's) in the given way.
+Tensor sequence_logits(SessionRunner& fresh, int64_t vocab, std::span<const int32_t> ids, const FeedMode& mode);
+// The same on the CPU reference.
 Tensor sequence_logits(const Model& model, std::span<const int32_t> ids, const FeedMode& mode);
 
 }  // namespace frank::engine

@@ -1,0 +1,77 @@
+#pragma once
+// The CUDA backend of the shared forward pass (engine/attention_forward.h, decoder_layer.h): the
+// same ops as engine::CpuOps, on device arrays and a device-resident session, each one or a few
+// kernel launches of frank/cuda/ops.cuh on one stream. Nothing here waits for the GPU.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "frank/cuda/device_array.h"
+#include "frank/cuda/device_weights.h"
+#include "frank/engine/attention.h"
+#include "frank/model/config.h"
+#include "frank/model/weights.h"
+
+namespace frank::cuda {
+
+// A compressor's state on the device (CompressorBuffers' storage); its counters follow from the
+// session position. Entries grow by doubling, stream-ordered.
+struct DeviceCompressor {
+  DeviceArray<float> pending_kv, pending_gate, overlap_kv, overlap_gate, entries;
+};
+
+struct DeviceLayerState {
+  DeviceArray<float> window;  // [sliding_window, head_dim] ring: position p in row p % window
+  DeviceCompressor compressor, indexer;
+};
+
+class CudaOps {
+ public:
+  using Array = DeviceArray<float>;
+  struct Ids {
+    std::vector<int32_t> host;
+    DeviceArray<int32_t> device;
+  };
+  using Mix = DeviceArray<float>;         // [n, 2N + N*N]: pre | post | comb per token
+  using Selection = DeviceArray<int32_t>;  // [n, index_topk], -1 past the entries a token sees
+  using LayerState = DeviceLayerState;
+
+  CudaOps(DeviceWeights& weights, cudaStream_t stream) : w_(weights), stream_(stream) {}
+
+  Ids upload_ids(std::span<const int32_t> ids) const;
+  Array upload(const Tensor& host) const;
+  Tensor download(const Array& a) const;  // waits for the stream
+
+  Array embed(const Tensor& table, const Ids& ids, int N) const;
+  std::pair<Mix, Array> hc_pre(const model::HyperConnectionWeights& hc, const Tensor& norm, const Array& streams,
+                               const model::ModelConfig& c) const;
+  void hc_post(const Mix& mix, const Array& sublayer, Array& streams, const model::ModelConfig& c) const;
+  Array hyper_head(const model::HyperConnectionWeights& hc, const Tensor& norm, const Array& streams, int64_t first,
+                   const model::ModelConfig& c) const;
+
+  Array linear(const Array& x, const LinearWeight& w) const;
+  Array grouped_linear(const Array& x, const LinearWeight& w, int groups) const;
+  void rms_norm(Array& x, int width, const Tensor* weight, float eps) const;
+  void rope(Array& x, int heads, int dim, int64_t start, const engine::RopeTable& rope, bool inverse) const;
+  void scale(Array& x, float s) const;
+
+  void compress(DeviceCompressor& state, const engine::Compressor& compressor, const Array& kv, const Array& gate,
+                int64_t start) const;
+  Selection index_select(const Array& q, const Array& w, const DeviceCompressor& keys,
+                         const engine::Compressor& compressor, int64_t start, int k) const;
+  Array attend(const Array& q, const Array& kv, const LayerState& state, const engine::Attention& a, int64_t start,
+               const Selection* selected) const;
+  void window_store(LayerState& state, const Array& kv, int64_t start, int window) const;
+  // Rewinding on the GPU is not built yet: the call's projections are dropped.
+  void keep_call_record(LayerState&, Array, Array, Array, Array) const {}
+  Array moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Array& x, const Ids& ids,
+            LayerState& state) const;
+
+ private:
+  DeviceWeights& w_;
+  cudaStream_t stream_;
+};
+
+}  // namespace frank::cuda

@@ -1,0 +1,81 @@
+#pragma once
+// DeviceArray: a shaped array in device memory, allocated and freed in the order of one CUDA
+// stream (cudaMallocAsync / cudaFreeAsync: no device-wide synchronisation, and capturable in a
+// graph). Copies are deep and stream-ordered too. CUDA errors become frank::Error.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "frank/core/error.h"
+#include "frank/core/tensor.h"
+
+namespace frank::cuda {
+
+// Throws frank::Error naming `what` when e is not cudaSuccess.
+void check(cudaError_t e, const char* what);
+
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(std::vector<int64_t> shape, cudaStream_t stream) : shape_(std::move(shape)), stream_(stream) {
+    if (numel() > 0) check(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), bytes(), stream_), "cudaMallocAsync");
+  }
+  DeviceArray(const DeviceArray& o) : DeviceArray(o.shape_, o.stream_) { copy_from_device(o); }
+  DeviceArray& operator=(const DeviceArray& o) {
+    if (this != &o) {
+      DeviceArray copy(o);
+      swap(copy);
+    }
+    return *this;
+  }
+  DeviceArray(DeviceArray&& o) noexcept { swap(o); }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    DeviceArray moved(std::move(o));
+    swap(moved);
+    return *this;
+  }
+  ~DeviceArray() {
+    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
+  }
+
+  void swap(DeviceArray& o) noexcept {
+    std::swap(shape_, o.shape_);
+    std::swap(ptr_, o.ptr_);
+    std::swap(stream_, o.stream_);
+  }
+
+  T* data() { return ptr_; }
+  const T* data() const { return ptr_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t numel() const { return Tensor::count(shape_); }
+  int64_t rows() const { return shape_.empty() ? 0 : shape_.front(); }
+  int64_t cols() const { return shape_.empty() || rows() == 0 ? 0 : numel() / rows(); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * sizeof(T); }
+  bool empty() const { return numel() == 0; }
+  cudaStream_t stream() const { return stream_; }
+
+  void copy_from_host(const T* src) {
+    if (!empty()) check(cudaMemcpyAsync(ptr_, src, bytes(), cudaMemcpyHostToDevice, stream_), "upload");
+  }
+  void copy_to_host(T* dst) const {
+    if (!empty()) check(cudaMemcpyAsync(dst, ptr_, bytes(), cudaMemcpyDeviceToHost, stream_), "download");
+  }
+  void copy_from_device(const DeviceArray& o) {
+    if (!empty()) check(cudaMemcpyAsync(ptr_, o.ptr_, bytes(), cudaMemcpyDeviceToDevice, stream_), "device copy");
+  }
+  // All bytes to `byte` (0xff gives -1 in every int32).
+  void fill_bytes(int byte) {
+    if (!empty()) check(cudaMemsetAsync(ptr_, byte, bytes(), stream_), "cudaMemsetAsync");
+  }
+
+ private:
+  std::vector<int64_t> shape_;
+  T* ptr_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace frank::cuda

@@ -1,0 +1,101 @@
+#include "frank/cuda/device_weights.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cstring>
+
+#include "frank/core/error.h"
+#include "frank/cuda/device_array.h"
+
+namespace frank::cuda {
+namespace {
+
+// fp32 -> bf16 bits, round to nearest even (NaN kept quiet).
+uint16_t to_bf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+}  // namespace
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw Error(fmt::format("CUDA: {}: {}", what, cudaGetErrorString(e)));
+}
+
+WeightType parse_weight_type(const std::string& text) {
+  if (text == "fp32") return WeightType::F32;
+  if (text == "bf16") return WeightType::BF16;
+  throw Error(fmt::format("unknown weight type '{}': expected fp32 or bf16", text));
+}
+
+DeviceWeights::~DeviceWeights() {
+  for (void* p : buffers_) cudaFree(p);
+}
+
+// Synchronous: weights are uploaded once, before (or at) the first step that uses them.
+void* DeviceWeights::upload(const void* src, size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc (weights)");
+  buffers_.push_back(p);
+  bytes_ += bytes;
+  check(cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice), "weight upload");
+  return p;
+}
+
+const float* DeviceWeights::tensor(const Tensor& host) {
+  auto it = plain_.find(&host);
+  if (it == plain_.end()) it = plain_.emplace(&host, upload(host.data.data(), host.data.size() * sizeof(float))).first;
+  return static_cast<const float*>(it->second);
+}
+
+const DeviceWeights::Linear& DeviceWeights::linear(const LinearWeight& host) {
+  auto it = linear_.find(&host);
+  if (it != linear_.end()) return it->second;
+  if (host.quantized)
+    throw Error("the CUDA backend does not compute FP8/FP4 weights yet: run this checkpoint with --backend cpu");
+  const Tensor& w = host.dense;
+  Linear l{nullptr, linear_type_, w.rows(), w.cols()};
+  if (linear_type_ == WeightType::F32) {
+    l.data = upload(w.data.data(), w.data.size() * sizeof(float));
+  } else {
+    std::vector<uint16_t> bits(w.data.size());
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = to_bf16(w.data[i]);
+    l.data = upload(bits.data(), bits.size() * sizeof(uint16_t));
+  }
+  return linear_.emplace(&host, l).first->second;
+}
+
+const float* DeviceWeights::inv_freq(const engine::RopeTable& rope) {
+  auto it = plain_.find(&rope);
+  if (it == plain_.end())
+    it = plain_.emplace(&rope, upload(rope.inv_freq().data(), rope.inv_freq().size() * sizeof(float))).first;
+  return static_cast<const float*>(it->second);
+}
+
+const int32_t* DeviceWeights::tid2eid(const model::MoeWeights& moe) {
+  auto it = plain_.find(&moe.tid2eid);
+  if (it == plain_.end())
+    it = plain_.emplace(&moe.tid2eid, upload(moe.tid2eid.data(), moe.tid2eid.size() * sizeof(int32_t))).first;
+  return static_cast<const int32_t*>(it->second);
+}
+
+const ExpertTables& DeviceWeights::experts(const model::MoeWeights& moe) {
+  auto it = experts_.find(&moe);
+  if (it != experts_.end()) return it->second;
+  std::vector<const void*> gate, up, down;
+  for (size_t e = 0; e <= moe.experts.size(); ++e) {
+    const model::ExpertWeights& x = e < moe.experts.size() ? moe.experts[e] : moe.shared;
+    gate.push_back(linear(x.gate).data);
+    up.push_back(linear(x.up).data);
+    down.push_back(linear(x.down).data);
+  }
+  const size_t bytes = gate.size() * sizeof(const void*);
+  ExpertTables t{static_cast<const void* const*>(upload(gate.data(), bytes)),
+                 static_cast<const void* const*>(upload(up.data(), bytes)),
+                 static_cast<const void* const*>(upload(down.data(), bytes)), linear_type_};
+  return experts_.emplace(&moe, t).first->second;
+}
+
+}  // namespace frank::cuda

@@ -1,0 +1,34 @@
+#pragma once
+// SessionRunner: one session of a model on some backend, as the commands that only feed tokens and
+// read logits see it (`frank logits`, `frank generate`). The CPU reference is CpuRunner; the CUDA
+// backend has its own (frank/cuda/cuda_model.h).
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "frank/core/tensor.h"
+#include "frank/engine/model.h"
+
+namespace frank::engine {
+
+class SessionRunner {
+ public:
+  virtual ~SessionRunner() = default;
+  // Logits of `ids` at the session's next positions, on the host: [ids.size(), vocab], or [1, vocab]
+  // for Logits::Last. Throws frank::Error for bad ids, leaving the session as it was.
+  virtual Tensor forward(std::span<const int32_t> ids, Model::Logits logits) = 0;
+};
+
+class CpuRunner : public SessionRunner {
+ public:
+  explicit CpuRunner(const Model& model) : model_(model), session_(model.new_session()) {}
+  Tensor forward(std::span<const int32_t> ids, Model::Logits logits) override {
+    return model_.forward(session_, ids, logits);
+  }
+
+ private:
+  const Model& model_;
+  Session session_;
+};
+
+}  // namespace frank::engine
