@@ -1,0 +1,378 @@
+// Checks of the dense and hyper-connection ops (frank/cuda/dense_ops.cu, hyper_connection.cu)
+// against the CPU reference: cpu::linear, cpu::rms_norm, engine::RopeTable::apply, the embedding
+// copy of engine::Model, engine::hc_mapping / collapse_streams / hc_expand / hyper_head.
+//
+// Outputs start poisoned with NaN (all bits set), so an element a kernel fails to write fails the
+// check; elements a kernel must not write (strided linear) must still hold the poison.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_util.h"
+#include "frank/core/dtype.h"
+#include "frank/core/splitmix64.h"
+#include "frank/core/tensor.h"
+#include "frank/cpu/ops.h"
+#include "frank/cuda/ops.cuh"
+#include "frank/engine/hyper_connection.h"
+#include "frank/engine/rope.h"
+#include "frank/model/config.h"
+#include "frank/model/weights.h"
+#include "ops_check.h"
+
+namespace frank_test {
+namespace {
+
+namespace cuda = frank::cuda;
+using frank::Tensor;
+
+// fp32 accumulation against the double-accumulating reference (ops_check.h).
+constexpr double kTol = 1e-4;
+
+class Random {
+ public:
+  explicit Random(uint64_t seed) : gen_(seed) {}
+  float uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(gen_() >> 40) * 0x1p-24f; }
+  std::vector<float> vec(size_t count, float lo, float hi) {
+    std::vector<float> v(count);
+    for (float& x : v) x = uniform(lo, hi);
+    return v;
+  }
+  uint64_t next() { return gen_(); }
+
+ private:
+  frank::SplitMix64 gen_;
+};
+
+// Round to nearest even (the test data holds no NaN).
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+template <class T>
+void upload(DeviceBuffer<T>& d, const std::vector<T>& h) {
+  CUDA_OK(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+std::vector<float> download(const DeviceBuffer<float>& d) {
+  std::vector<float> h(d.size());
+  CUDA_OK(cudaMemcpy(h.data(), d.get(), h.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+void poison(DeviceBuffer<float>& d) { CUDA_OK(cudaMemset(d.get(), 0xff, d.size() * sizeof(float))); }
+
+// Waits for the op and stops at a launch or execution error.
+void finish(cudaError_t launched) {
+  CUDA_OK(launched);
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+template <class... Args>
+std::string format(const char* f, Args... args) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+const char* type_name(cuda::WeightType wt) { return wt == cuda::WeightType::F32 ? "f32" : "bf16"; }
+
+// One linear launch: x columns [xo, xo + in) of rows of ldx, y columns [yo, yo + out) of rows of ldy.
+struct LinearRun {
+  int n;
+  int64_t ldx, xo, ldy, yo;
+};
+
+// A random [out, in] weight of type wt (bf16: the reference gets the rounded values), run on each
+// of `runs`; y outside the written columns must keep its poison.
+int check_linear(Random& rng, cuda::WeightType wt, int64_t in, int64_t out, const std::vector<LinearRun>& runs) {
+  Tensor w({out, in}, rng.vec(static_cast<size_t>(out * in), -1.0f, 1.0f));
+  const bool bf16 = wt == cuda::WeightType::BF16;
+  DeviceBuffer<uint16_t> d_w16(bf16 ? w.data.size() : 0);
+  DeviceBuffer<float> d_w32(bf16 ? 0 : w.data.size());
+  if (bf16) {
+    std::vector<uint16_t> bits(w.data.size());
+    for (size_t i = 0; i < bits.size(); ++i) {
+      bits[i] = to_bf16(w.data[i]);
+      w.data[i] = frank::bf16_to_f32(bits[i]);
+    }
+    upload(d_w16, bits);
+  } else {
+    upload(d_w32, w.data);
+  }
+  const void* dw = bf16 ? static_cast<const void*>(d_w16.get()) : d_w32.get();
+  int failures = 0;
+  for (const LinearRun& r : runs) {
+    const std::vector<float> x = rng.vec(static_cast<size_t>(r.n * r.ldx), -1.0f, 1.0f);
+    std::vector<float> packed(static_cast<size_t>(r.n * in)), want(static_cast<size_t>(r.n * out));
+    for (int t = 0; t < r.n; ++t)
+      std::copy_n(x.begin() + t * r.ldx + r.xo, in, packed.begin() + t * in);
+    frank::cpu::linear(packed.data(), r.n, w, want.data());
+
+    DeviceBuffer<float> d_x(x.size()), d_y(static_cast<size_t>(r.n * r.ldy));
+    upload(d_x, x);
+    poison(d_y);
+    finish(cuda::linear(d_x.get() + r.xo, r.ldx, r.n, dw, wt, out, in, d_y.get() + r.yo, r.ldy, nullptr));
+    const std::vector<float> y = download(d_y);
+    std::vector<float> got(want.size());
+    bool untouched = true;
+    for (int t = 0; t < r.n; ++t)
+      for (int64_t c = 0; c < r.ldy; ++c) {
+        const float v = y[t * r.ldy + c];
+        if (c >= r.yo && c < r.yo + out) {
+          got[t * out + c - r.yo] = v;
+        } else {
+          uint32_t u;
+          std::memcpy(&u, &v, 4);
+          untouched &= u == 0xffffffffu;
+        }
+      }
+    const double err = untouched ? max_scaled_error(got, want) : INFINITY;
+    failures += report("linear", format("%s %lld->%lld n=%d ldx=%lld+%lld ldy=%lld+%lld", type_name(wt),
+                                        static_cast<long long>(in), static_cast<long long>(out), r.n,
+                                        static_cast<long long>(r.ldx), static_cast<long long>(r.xo),
+                                        static_cast<long long>(r.ldy), static_cast<long long>(r.yo))
+                                     .c_str(),
+                       err, kTol);
+  }
+  return failures;
+}
+
+int check_linear_all(Random& rng) {
+  int failures = 0;
+  for (cuda::WeightType wt : {cuda::WeightType::F32, cuda::WeightType::BF16}) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{37, 19}, {4096, 1024}, {1024, 32768}}) {
+      std::vector<LinearRun> runs;
+      for (int n : {1, 3, 8, 13}) runs.push_back({n, in, 0, out, 0});
+      failures += check_linear(rng, wt, in, out, runs);
+    }
+    // The grouped output projection: group 3 of 8 reads columns 3*4096.. of [n, 32768] and writes
+    // 5*1024.. of [n, 8192]. Then an odd slice (unaligned rows: the scalar path).
+    failures +=
+        check_linear(rng, wt, 4096, 1024, {{3, 32768, 3 * 4096, 8192, 5 * 1024}, {13, 32768, 0, 8192, 7 * 1024}});
+    failures += check_linear(rng, wt, 37, 19, {{3, 45, 5, 23, 2}, {9, 45, 8, 19, 0}});
+  }
+  // The head: vocab x hidden (bf16 only: 1 GB of weights).
+  failures +=
+      check_linear(rng, cuda::WeightType::BF16, 4096, 129280, {{1, 4096, 0, 129280, 0}, {3, 4096, 0, 129280, 0}});
+  return failures;
+}
+
+int check_rms_norm(Random& rng) {
+  int failures = 0;
+  struct Case {
+    int64_t rows;
+    int width;
+    bool weighted;
+  };
+  for (const Case& c : {Case{5, 37, true}, Case{5, 37, false}, Case{8, 4096, true}, Case{3, 16384, false}}) {
+    std::vector<float> x = rng.vec(static_cast<size_t>(c.rows * c.width), -2.0f, 2.0f);
+    const std::vector<float> weight = rng.vec(static_cast<size_t>(c.width), 0.5f, 1.5f);
+    DeviceBuffer<float> d_x(x.size()), d_w(weight.size());
+    upload(d_x, x);
+    upload(d_w, weight);
+    finish(cuda::rms_norm(d_x.get(), c.rows, c.width, c.weighted ? d_w.get() : nullptr, 1e-6f, nullptr));
+    for (int64_t r = 0; r < c.rows; ++r)
+      frank::cpu::rms_norm(x.data() + r * c.width, c.width, c.weighted ? weight.data() : nullptr, 1e-6f);
+    failures += report("rms_norm", format("%lld x %d %s", static_cast<long long>(c.rows), c.width,
+                                          c.weighted ? "weighted" : "unweighted")
+                                       .c_str(),
+                       max_scaled_error(download(d_x), x), kTol);
+  }
+  return failures;
+}
+
+// Forward and inverse rotation of [n, heads*dim] at positions first .. first + n - 1.
+int check_rope(Random& rng, const frank::model::RopeSpec& spec, const char* spec_name, int rope_dim, int heads, int dim,
+               int64_t first) {
+  const frank::engine::RopeTable table(spec, rope_dim);
+  const int n = 5, pairs = rope_dim / 2;
+  DeviceBuffer<float> d_freq(pairs), d_x(static_cast<size_t>(n) * heads * dim);
+  upload(d_freq, table.inv_freq());
+  double err = 0.0;
+  for (bool inverse : {false, true}) {
+    std::vector<float> x = rng.vec(d_x.size(), -1.0f, 1.0f);
+    upload(d_x, x);
+    finish(cuda::rope(d_x.get(), n, heads, dim, d_freq.get(), pairs, first, inverse, nullptr));
+    for (int t = 0; t < n; ++t)
+      for (int h = 0; h < heads; ++h) table.apply(x.data() + (int64_t{t} * heads + h) * dim, dim, first + t, inverse);
+    err = std::max(err, max_scaled_error(download(d_x), x));
+  }
+  return report("rope", format("%s %d heads x %d, pairs %d, pos %lld", spec_name, heads, dim, pairs,
+                               static_cast<long long>(first))
+                            .c_str(),
+                err, kTol);
+}
+
+int check_rope_all(Random& rng) {
+  const frank::model::RopeSpec plain{10000.0};
+  const frank::model::RopeSpec yarn{160000.0, true, 16.0, 65536, 32.0, 1.0};
+  int failures = 0;
+  for (int64_t first : {int64_t{0}, int64_t{998}, int64_t{999998}}) {
+    failures += check_rope(rng, plain, "plain", 64, 64, 512, first);
+    failures += check_rope(rng, yarn, "yarn", 64, 64, 512, first);
+  }
+  failures += check_rope(rng, yarn, "yarn", 8, 3, 10, 1000);
+  return failures;
+}
+
+int check_scale(Random& rng) {
+  std::vector<float> x = rng.vec((1 << 20) + 3, -4.0f, 4.0f);
+  DeviceBuffer<float> d_x(x.size());
+  upload(d_x, x);
+  finish(cuda::scale(d_x.get(), static_cast<int64_t>(x.size()), -0.37f, nullptr));
+  for (float& v : x) v *= -0.37f;
+  return report("scale", "2^20 + 3 values", max_scaled_error(download(d_x), x), 0.0);  // one product: exact
+}
+
+int check_embed(Random& rng, int D, int N) {
+  const int vocab = 1000, n = 5;
+  const std::vector<float> table = rng.vec(static_cast<size_t>(vocab) * D, -1.0f, 1.0f);
+  std::vector<int32_t> ids = {0, vocab - 1};
+  while (static_cast<int>(ids.size()) < n) ids.push_back(static_cast<int32_t>(rng.next() % vocab));
+  std::vector<float> want(static_cast<size_t>(n) * N * D);
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < N; ++j)
+      std::copy_n(table.begin() + int64_t{ids[t]} * D, D, want.begin() + (int64_t{t} * N + j) * D);
+  DeviceBuffer<int32_t> d_ids(ids.size());
+  DeviceBuffer<float> d_table(table.size()), d_streams(want.size());
+  upload(d_ids, ids);
+  upload(d_table, table);
+  poison(d_streams);
+  finish(cuda::embed_streams(d_ids.get(), n, d_table.get(), D, N, d_streams.get(), nullptr));
+  return report("embed_streams", format("D=%d N=%d n=%d", D, N, n).c_str(), max_scaled_error(download(d_streams), want),
+                0.0);  // a copy: exact
+}
+
+// Hyper-connection weights of a site (rows = (2+N)*N, 3 scales) or of the head (rows = N, 1 scale):
+// fn · RMS(x) has unit scale (fn entries of variance 1/K), so the sigmoids and the softmax see
+// logits of order one, neither saturated nor flat.
+frank::model::HyperConnectionWeights make_hc_weights(Random& rng, int N, int D, int rows, int scales) {
+  const int64_t K = int64_t{N} * D;
+  const float a = std::sqrt(3.0f / static_cast<float>(K));
+  return {Tensor({rows, K}, rng.vec(static_cast<size_t>(rows * K), -a, a)), Tensor({rows}, rng.vec(rows, -1.0f, 1.0f)),
+          Tensor({scales}, rng.vec(scales, 0.5f, 2.0f))};
+}
+
+frank::model::ModelConfig hc_config(int N, int D) {
+  frank::model::ModelConfig c;
+  c.hidden_size = D;
+  c.hc_mult = N;
+  c.hc_sinkhorn_iters = 20;
+  c.hc_eps = 1e-6f;
+  c.rms_norm_eps = 1e-6f;
+  return c;
+}
+
+// hc_pre (mix and input) and then hc_post (with the reference's mix) on one set of streams.
+int check_hc_site(Random& rng, int N, int D, int n) {
+  const auto c = hc_config(N, D);
+  const int M = (2 + N) * N;
+  const int64_t K = int64_t{N} * D;
+  const auto w = make_hc_weights(rng, N, D, M, 3);
+  const std::vector<float> norm = rng.vec(D, 0.5f, 1.5f);
+  const std::vector<float> streams = rng.vec(static_cast<size_t>(n * K), -1.0f, 1.0f);
+  const std::vector<float> sublayer = rng.vec(static_cast<size_t>(n) * D, -1.0f, 1.0f);
+
+  std::vector<float> want_mix, want_input(static_cast<size_t>(n) * D), want_streams = streams;
+  for (int t = 0; t < n; ++t) {
+    const auto mix = frank::engine::hc_mapping(c, w, streams.data() + t * K);
+    for (const auto* part : {&mix.pre, &mix.post, &mix.comb})
+      want_mix.insert(want_mix.end(), part->begin(), part->end());
+    float* in = want_input.data() + int64_t{t} * D;
+    frank::engine::collapse_streams(streams.data() + t * K, mix.pre, D, in);
+    frank::cpu::rms_norm(in, D, norm.data(), c.rms_norm_eps);
+    frank::engine::hc_expand(mix, sublayer.data() + int64_t{t} * D, D, want_streams.data() + t * K);
+  }
+
+  DeviceBuffer<float> d_streams(streams.size()), d_fn(w.fn.data.size()), d_base(M), d_scale(3), d_norm(D);
+  DeviceBuffer<float> d_mix(want_mix.size()), d_input(want_input.size()), d_sub(sublayer.size());
+  upload(d_streams, streams);
+  upload(d_fn, w.fn.data);
+  upload(d_base, w.base.data);
+  upload(d_scale, w.scale.data);
+  upload(d_norm, norm);
+  upload(d_sub, sublayer);
+  poison(d_mix);
+  poison(d_input);
+  finish(cuda::hc_pre(d_streams.get(), n, N, D, d_fn.get(), d_base.get(), d_scale.get(), c.hc_sinkhorn_iters,
+                      c.hc_eps, c.rms_norm_eps, d_norm.get(), d_mix.get(), d_input.get(), nullptr));
+  const std::string shape = format("N=%d D=%d n=%d", N, D, n);
+  int failures = report("hc_pre", (shape + " mix").c_str(), max_scaled_error(download(d_mix), want_mix), kTol);
+  failures += report("hc_pre", (shape + " input").c_str(), max_scaled_error(download(d_input), want_input), kTol);
+
+  // hc_post gets the reference's mix, so its check does not depend on hc_pre's.
+  upload(d_mix, want_mix);
+  finish(cuda::hc_post(d_streams.get(), n, N, D, d_mix.get(), d_sub.get(), nullptr));
+  failures += report("hc_post", shape.c_str(), max_scaled_error(download(d_streams), want_streams), kTol);
+  return failures;
+}
+
+int check_hc_head(Random& rng, int N, int D, int n) {
+  const auto c = hc_config(N, D);
+  const int64_t K = int64_t{N} * D;
+  const auto w = make_hc_weights(rng, N, D, N, 1);
+  const std::vector<float> norm = rng.vec(D, 0.5f, 1.5f);
+  const std::vector<float> streams = rng.vec(static_cast<size_t>(n * K), -1.0f, 1.0f);
+  std::vector<float> want(static_cast<size_t>(n) * D);
+  for (int t = 0; t < n; ++t) {
+    frank::engine::hyper_head(c, w, streams.data() + t * K, want.data() + int64_t{t} * D);
+    frank::cpu::rms_norm(want.data() + int64_t{t} * D, D, norm.data(), c.rms_norm_eps);
+  }
+  DeviceBuffer<float> d_streams(streams.size()), d_fn(w.fn.data.size()), d_base(N), d_scale(1), d_norm(D);
+  DeviceBuffer<float> d_out(want.size());
+  upload(d_streams, streams);
+  upload(d_fn, w.fn.data);
+  upload(d_base, w.base.data);
+  upload(d_scale, w.scale.data);
+  upload(d_norm, norm);
+  poison(d_out);
+  finish(cuda::hc_head(d_streams.get(), n, N, D, d_fn.get(), d_base.get(), d_scale.get(), c.hc_eps, c.rms_norm_eps,
+                       d_norm.get(), d_out.get(), nullptr));
+  return report("hc_head", format("N=%d D=%d n=%d", N, D, n).c_str(), max_scaled_error(download(d_out), want), kTol);
+}
+
+// Arguments outside the contract are refused before any launch.
+int check_bad_arguments() {
+  DeviceBuffer<float> d(4096);
+  float* p = d.get();
+  auto refused = [](const char* op, const char* what, cudaError_t e) {
+    return report(op, what, e == cudaErrorInvalidValue ? 0.0 : 1.0, 0.0);
+  };
+  int failures =
+      refused("linear", "ldx < in refused", cuda::linear(p, 8, 1, p, cuda::WeightType::F32, 4, 16, p, 4, nullptr));
+  failures += refused("linear", "unknown weight type refused",
+                      cuda::linear(p, 16, 1, p, static_cast<cuda::WeightType>(7), 4, 16, p, 4, nullptr));
+  failures += refused("rope", "2*pairs > dim refused", cuda::rope(p, 1, 1, 6, p, 4, 0, false, nullptr));
+  failures += refused("hc_pre", "N = 9 refused",
+                      cuda::hc_pre(p, 1, 9, 16, p, p, p, 20, 1e-6f, 1e-6f, p, p, p, nullptr));
+  failures += refused("hc_head", "D < N refused", cuda::hc_head(p, 1, 4, 2, p, p, p, 1e-6f, 1e-6f, p, p, nullptr));
+  return failures;
+}
+
+}  // namespace
+
+int check_dense_ops(uint64_t seed) {
+  Random rng(seed);
+  int failures = check_bad_arguments();
+  failures += check_linear_all(rng);
+  failures += check_rms_norm(rng);
+  failures += check_rope_all(rng);
+  failures += check_scale(rng);
+  failures += check_embed(rng, 37, 3) + check_embed(rng, 4096, 4);
+  failures += check_hc_site(rng, 2, 37, 3);
+  failures += check_hc_head(rng, 2, 37, 3);
+  for (int n : {1, 3, 8, 13}) {
+    failures += check_hc_site(rng, 4, 4096, n);
+    failures += check_hc_head(rng, 4, 4096, n);
+  }
+  return failures;
+}
+
+}  // namespace frank_test
