@@ -1,0 +1,176 @@
+// The CUDA forward pass against the CPU reference on every golden fixture (which the CPU reference
+// itself matches against transformers, tests/golden/test_golden.cpp), fed in full, incremental and
+// chunked modes; greedy decoding on both; bad input. Skipped, saying so, without a CUDA device.
+//
+// Tolerances (issue 5): fp32 weights: |cuda - cpu| <= 1e-3 * max(1, |cpu|). The CPU accumulates in
+// double, the GPU in fp32 with another summation order; over 6 layers of mHC mixing that stays
+// near 1e-5, so 1e-3 is rounding room, while a wrong mask, bias or window moves logits by 1e-2 or
+// more. bf16 weights: the CUDA model rounds its Linear weights to bf16 and is compared with the CPU
+// reference run on exactly those rounded values, <= 2e-2 * max(1, |cpu|): the weights are equal,
+// so what remains is again accumulation order, amplified where activations are large.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "frank/core/error.h"
+#include "frank/cuda/cuda_model.h"
+#include "frank/engine/run_modes.h"
+#include "frank/model/loader.h"
+#include "golden/fixture.h"
+
+namespace frank::test {
+namespace {
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: the CUDA forward is not checked here"
+
+bool quantized(const model::ModelWeights& w) { return w.head.quantized || w.layers.front().attn.q_a_proj.quantized; }
+
+std::unique_ptr<engine::Model> load(const std::filesystem::path& dir) {
+  auto m = model::load_model(dir);
+  return std::make_unique<engine::Model>(std::move(m.config), std::move(m.weights));
+}
+
+// Largest |got - want| / max(1, |want|), and where.
+struct Worst {
+  double err = 0.0;
+  int64_t row = -1, col = -1;
+};
+Worst compare(const Tensor& got, const Tensor& want) {
+  Worst w;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double e = std::abs(double{got.data[i]} - want.data[i]) / std::max(1.0, std::abs(double{want.data[i]}));
+    if (!(e <= w.err)) w = {e, i / want.cols(), i % want.cols()};
+  }
+  return w;
+}
+
+float bf16_round(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  return std::bit_cast<float>(((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) << 16);
+}
+
+struct Case {
+  std::filesystem::path dir;
+  std::string mode;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.dir.filename().string() << " " << c.mode; }
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (const auto& dir : fixture_dirs())
+    for (const char* mode : {"full", "incremental", "chunked:1", "chunked:3", "chunked:5"}) cases.push_back({dir, mode});
+  return cases;
+}
+
+class CudaGolden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaGolden, Fp32LogitsMatchTheCpuReference) {
+  REQUIRE_GPU();
+  const Case& c = GetParam();
+  const Fixture f = load_fixture(c.dir);
+  const auto model = load(c.dir);
+  if (quantized(model->weights())) GTEST_SKIP() << f.name() << ": FP8/FP4 weights are not computed on the GPU yet";
+  const auto mode = engine::parse_feed_mode(c.mode);
+  const Tensor want = engine::sequence_logits(*model, f.ids, mode);
+  cuda::CudaModel gpu(*model, cuda::WeightType::F32);
+  cuda::CudaRunner runner(gpu);
+  const Tensor got = engine::sequence_logits(runner, f.vocab, f.ids, mode);
+  const Worst w = compare(got, want);
+  std::cout << fmt::format("[ fp32 ] {} {}: max scaled |cuda - cpu| = {:.3g}\n", f.name(), c.mode, w.err);
+  EXPECT_LE(w.err, 1e-3) << f.name() << " " << c.mode << ": position " << w.row << " logit " << w.col;
+}
+
+TEST_P(CudaGolden, Bf16LogitsMatchTheCpuReferenceOnRoundedWeights) {
+  REQUIRE_GPU();
+  const Case& c = GetParam();
+  if (c.mode != "full" && c.mode != "chunked:3") GTEST_SKIP() << "bf16 is checked in two modes";
+  const Fixture f = load_fixture(c.dir);
+  const auto model = load(c.dir);
+  if (quantized(model->weights())) GTEST_SKIP() << f.name() << ": FP8/FP4 weights are not computed on the GPU yet";
+  auto loaded = model::load_model(c.dir);
+  model::for_each_weight(loaded.config, loaded.weights, [](const model::WeightSlot& slot) {
+    if (slot.linear != nullptr)
+      for (float& v : slot.linear->dense.data) v = bf16_round(v);
+  });
+  const engine::Model rounded(std::move(loaded.config), std::move(loaded.weights));
+  const auto mode = engine::parse_feed_mode(c.mode);
+  const Tensor want = engine::sequence_logits(rounded, f.ids, mode);
+  cuda::CudaModel gpu(*model, cuda::WeightType::BF16);
+  cuda::CudaRunner runner(gpu);
+  const Tensor got = engine::sequence_logits(runner, f.vocab, f.ids, mode);
+  const Worst w = compare(got, want);
+  std::cout << fmt::format("[ bf16 ] {} {}: max scaled |cuda - cpu(bf16 weights)| = {:.3g}\n", f.name(), c.mode, w.err);
+  EXPECT_LE(w.err, 2e-2) << f.name() << " " << c.mode << ": position " << w.row << " logit " << w.col;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(all_cases()));
+
+// Greedy continuation of each fixture's prompt on both backends: the same tokens, unless they part
+// at a near-tie (top-2 gap of the CPU logits below the fp32 tolerance), which is then reported.
+TEST(CudaGreedy, SameTokensAsTheCpuReference) {
+  REQUIRE_GPU();
+  for (const auto& dir : fixture_dirs()) {
+    const Fixture f = load_fixture(dir);
+    const auto model = load(dir);
+    if (quantized(model->weights())) continue;
+    cuda::CudaModel gpu(*model, cuda::WeightType::F32);
+    engine::CpuRunner cpu_run(*model);
+    cuda::CudaRunner gpu_run(gpu);
+    std::vector<int32_t> next(f.ids.begin(), f.ids.begin() + 4);
+    Tensor lc = cpu_run.forward(next, engine::Model::Logits::Last);
+    Tensor lg = gpu_run.forward(next, engine::Model::Logits::Last);
+    for (int step = 0; step < 32; ++step) {
+      const auto row_c = std::span<const float>(lc.row(0), lc.cols());
+      const auto row_g = std::span<const float>(lg.row(0), lg.cols());
+      const auto tc = static_cast<int32_t>(std::max_element(row_c.begin(), row_c.end()) - row_c.begin());
+      const auto tg = static_cast<int32_t>(std::max_element(row_g.begin(), row_g.end()) - row_g.begin());
+      if (tc != tg) {
+        std::vector<float> sorted(row_c.begin(), row_c.end());
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+        const double gap = sorted[0] - sorted[1];
+        EXPECT_LE(gap, 1e-3 * std::max(1.0f, std::abs(sorted[0])))
+            << f.name() << ": greedy tokens part at step " << step << " (cpu " << tc << ", cuda " << tg
+            << ") with a top-2 gap of " << gap;
+        std::cout << fmt::format("{}: near-tie at step {} (gap {:.3g}); continuing no further\n", f.name(), step, gap);
+        break;
+      }
+      lc = cpu_run.forward(std::span<const int32_t>(&tc, 1), engine::Model::Logits::Last);
+      lg = gpu_run.forward(std::span<const int32_t>(&tg, 1), engine::Model::Logits::Last);
+    }
+  }
+}
+
+// An id outside the vocabulary is refused before anything runs, and the session goes on unharmed.
+TEST(CudaForward, BadIdsLeaveTheSessionIntact) {
+  REQUIRE_GPU();
+  const auto dirs = fixture_dirs();
+  ASSERT_FALSE(dirs.empty());
+  const Fixture f = load_fixture(dirs.front());
+  const auto model = load(dirs.front());
+  cuda::CudaModel gpu(*model, cuda::WeightType::F32);
+  cuda::CudaRunner runner(gpu);
+  const std::vector<int32_t> first(f.ids.begin(), f.ids.begin() + 3);
+  runner.forward(first, engine::Model::Logits::All);
+  const std::vector<int32_t> bad = {f.ids[3], static_cast<int32_t>(f.vocab)};
+  EXPECT_THROW(runner.forward(bad, engine::Model::Logits::All), Error);
+  const std::vector<int32_t> rest(f.ids.begin() + 3, f.ids.end());
+  const Tensor got = runner.forward(rest, engine::Model::Logits::All);
+  engine::CpuRunner cpu(*model);
+  cpu.forward(first, engine::Model::Logits::All);
+  const Tensor want = cpu.forward(rest, engine::Model::Logits::All);
+  EXPECT_LE(compare(got, want).err, 1e-3);
+}
+
+}  // namespace
+}  // namespace frank::test
