@@ -1,0 +1,284 @@
+// The MoE ops (frank/cuda/ops.cuh: route, moe_experts) against engine::route and
+// engine::moe_forward, on random inputs at small and DeepSeek-V4-Flash shapes.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cuda_util.h"
+#include "frank/core/splitmix64.h"
+#include "frank/cpu/ops.h"
+#include "frank/cuda/ops.cuh"
+#include "frank/engine/indexer.h"
+#include "frank/engine/moe.h"
+#include "ops_check.h"
+
+namespace frank_test {
+namespace {
+
+using frank::cuda::WeightType;
+
+struct Rng {
+  frank::SplitMix64 g;
+  float uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(g() >> 40) * 0x1p-24f; }
+  int below(int n) { return static_cast<int>(g() % static_cast<uint64_t>(n)); }
+};
+
+template <class T>
+std::unique_ptr<DeviceBuffer<T>> upload(const std::vector<T>& h) {
+  auto d = std::make_unique<DeviceBuffer<T>>(h.size());
+  CUDA_OK(cudaMemcpy(d->get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+template <class T>
+std::vector<T> download(const DeviceBuffer<T>& d, size_t count) {
+  std::vector<T> h(count);
+  CUDA_OK(cudaMemcpy(h.data(), d.get(), count * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// k distinct experts drawn from pool, or k draws with repeats.
+std::vector<int32_t> draw_experts(Rng& r, std::vector<int32_t> pool, int k, bool distinct) {
+  std::vector<int32_t> out;
+  for (int j = 0; j < k; ++j) {
+    const int i = r.below(static_cast<int>(pool.size()));
+    out.push_back(pool[i]);
+    if (distinct) pool.erase(pool.begin() + i);
+  }
+  return out;
+}
+
+int bad_argument(const char* op, const char* what, cudaError_t e) {
+  return report(op, what, e == cudaErrorInvalidValue ? 0.0 : 1.0, 0.0);
+}
+
+// ---- route ----------------------------------------------------------------------------------
+
+enum class Logits { Random, Ties, Hash };
+
+// The router logits are given to engine::route as its input x with an identity router, whose
+// double dot products return them exactly.
+int check_route(Rng& r, int E, int k, int n, Logits kind, bool with_bias) {
+  frank::model::ModelConfig c;
+  c.hidden_size = E, c.n_routed_experts = E, c.experts_per_token = k, c.routed_scaling_factor = 1.5f;
+  frank::model::MoeWeights w;
+  w.router = frank::Tensor({int64_t{E}, int64_t{E}});
+  for (int e = 0; e < E; ++e) w.router.dense.row(e)[e] = 1.0f;
+  w.selection_bias = frank::Tensor({int64_t{E}});
+  std::vector<float> logits(static_cast<size_t>(n) * E);
+  for (float& v : logits) {
+    if (kind == Logits::Ties) {
+      v = static_cast<float>(r.below(5) - 2);  // few values: equal scores everywhere
+    } else {
+      const int pick = r.below(20);  // both softplus branches: above 20, and far below 0
+      v = pick == 0 ? r.uniform(18.0f, 26.0f) : pick == 1 ? r.uniform(-40.0f, -20.0f) : r.uniform(-4.0f, 4.0f);
+    }
+  }
+  if (with_bias)
+    for (float& b : w.selection_bias.data) b = kind == Logits::Ties ? 0.25f * r.below(2) : r.uniform(-0.5f, 0.5f);
+  const bool hash = kind == Logits::Hash;
+  const int vocab = 50;
+  std::vector<int32_t> ids(n), all(E);
+  std::iota(all.begin(), all.end(), 0);
+  if (hash)
+    for (int v = 0; v < vocab; ++v)
+      for (int32_t e : draw_experts(r, all, k, true)) w.tid2eid.push_back(e);
+  for (int32_t& id : ids) id = r.below(vocab);
+
+  std::vector<int32_t> want_experts;
+  std::vector<float> want_weights;
+  int ties = 0;  // tokens whose k-th choice rests on the tie rule
+  for (int t = 0; t < n; ++t) {
+    const float* x = logits.data() + static_cast<size_t>(t) * E;
+    const frank::engine::Routing ref = frank::engine::route(c, w, hash, x, ids[t]);
+    want_experts.insert(want_experts.end(), ref.experts.begin(), ref.experts.end());
+    want_weights.insert(want_weights.end(), ref.weights.begin(), ref.weights.end());
+    std::vector<float> keys(E);
+    for (int e = 0; e < E; ++e) keys[e] = std::sqrt(frank::cpu::softplus(x[e])) + w.selection_bias.data[e];
+    ties += !hash && frank::engine::tie_at_kth(keys, k);
+  }
+
+  auto d_logits = upload(logits);
+  auto d_bias = upload(w.selection_bias.data);
+  auto d_tid2eid = upload(hash ? w.tid2eid : std::vector<int32_t>{0});
+  auto d_ids = upload(ids);
+  DeviceBuffer<int32_t> d_experts(want_experts.size());
+  DeviceBuffer<float> d_weights(want_weights.size());
+  CUDA_OK(frank::cuda::route(d_logits->get(), n, E, k, with_bias ? d_bias->get() : nullptr,
+                             hash ? d_tid2eid->get() : nullptr, d_ids->get(), c.routed_scaling_factor, d_experts.get(),
+                             d_weights.get(), nullptr));
+  const std::vector<int32_t> got_experts = download(d_experts, want_experts.size());
+  const std::vector<float> got_weights = download(d_weights, want_weights.size());
+
+  int wrong = 0;
+  for (size_t i = 0; i < want_experts.size(); ++i) wrong += got_experts[i] != want_experts[i];
+  const char* kinds[] = {"random", "ties", "hash"};
+  char what[96];
+  std::snprintf(what, sizeof what, "E=%d k=%d n=%d %s%s", E, k, n, kinds[static_cast<int>(kind)],
+                with_bias ? " bias" : "");
+  std::string name = what;
+  if (kind == Logits::Ties) name += " (" + std::to_string(ties) + " at k-th)";
+  // A tie case whose ties never reach the k-th place could not catch a wrong tie rule.
+  int failures = kind == Logits::Ties && ties == 0 ? report("route", (name + " no tie").c_str(), 1, 0) : 0;
+  failures += report("route", (name + " experts").c_str(), wrong, 0);
+  // The scores differ from the reference's by an ulp at most; sums of k of them stay within 1e-5.
+  failures += report("route", (name + " weights").c_str(), max_scaled_error(got_weights, want_weights), 1e-5);
+  return failures;
+}
+
+// ---- moe_experts ----------------------------------------------------------------------------
+
+float round_bf16(float x) {
+  const uint32_t b = std::bit_cast<uint32_t>(x);
+  return std::bit_cast<float>((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
+}
+
+// One shape: tokens choose k experts (hash routing) from a pool of `pool` experts, distinct per
+// token or with repeats. Runs fp32 weights, then the same weights rounded to bf16, each for n =
+// every entry of ns (the first n tokens; the reference's rows are per token).
+int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, const std::vector<int>& ns) {
+  const int n_max = ns.back();
+  const float limit = 10.0f;
+  frank::model::ModelConfig c;
+  c.hidden_size = D, c.n_routed_experts = E, c.experts_per_token = k, c.moe_intermediate_size = I;
+  c.swiglu_limit = limit, c.routed_scaling_factor = 1.5f;
+  frank::model::MoeWeights w;
+  w.router = frank::Tensor({int64_t{E}, int64_t{D}});
+  for (float& v : w.router.dense.data) v = r.uniform(-2.0f, 2.0f) / std::sqrt(static_cast<float>(D));
+  std::vector<int32_t> all(E), pool;
+  std::iota(all.begin(), all.end(), 0);
+  pool = draw_experts(r, all, pool_size, true);
+  for (int t = 0; t < n_max; ++t)
+    for (int32_t e : draw_experts(r, pool, k, distinct)) w.tid2eid.push_back(e);
+
+  // x in [-1, 1]; gate and up rows give dot products of standard deviation ~6, so about a tenth
+  // pass the limit 10 on each side; down keeps the outputs of order 1.
+  const float a = 18.0f / std::sqrt(static_cast<float>(D)), b = 0.2f / std::sqrt(static_cast<float>(I));
+  auto random_matrix = [&](int64_t rows, int64_t cols, float s) {
+    frank::Tensor t({rows, cols});
+    for (float& v : t.data) v = r.uniform(-s, s);
+    return t;
+  };
+  w.experts.resize(E);
+  std::vector<frank::model::ExpertWeights*> used;  // the pool, then the shared expert (table index E)
+  for (int32_t e : pool) used.push_back(&w.experts[e]);
+  used.push_back(&w.shared);
+  for (auto* ew : used)
+    ew->gate = random_matrix(I, D, a), ew->up = random_matrix(I, D, a), ew->down = random_matrix(D, I, b);
+  frank::Tensor x = random_matrix(n_max, D, 1.0f);
+  std::vector<int32_t> tokens(n_max), experts;
+  std::iota(tokens.begin(), tokens.end(), 0);
+  std::vector<float> weights;
+  for (int t = 0; t < n_max; ++t) {
+    const frank::engine::Routing ro = frank::engine::route(c, w, true, x.row(t), tokens[t]);
+    experts.insert(experts.end(), ro.experts.begin(), ro.experts.end());
+    weights.insert(weights.end(), ro.weights.begin(), ro.weights.end());
+  }
+  // Gate values above the limit and up values beyond it on either side, over the tokens' routed
+  // experts until both have been seen 10 times: the clamp must be exercised on both sides.
+  long clamped_g = 0, clamped_u = 0;
+  std::vector<float> g(I), u(I);
+  for (size_t i = 0; i < experts.size() && (clamped_g < 10 || clamped_u < 10); ++i) {
+    frank::cpu::linear(x.row(static_cast<int64_t>(i) / k), 1, w.experts[experts[i]].gate, g.data());
+    frank::cpu::linear(x.row(static_cast<int64_t>(i) / k), 1, w.experts[experts[i]].up, u.data());
+    clamped_g += std::count_if(g.begin(), g.end(), [&](float y) { return y > limit; });
+    clamped_u += std::count_if(u.begin(), u.end(), [&](float y) { return std::abs(y) > limit; });
+  }
+
+  auto d_x = upload(x.data);
+  auto d_experts = upload(experts);
+  auto d_weights = upload(weights);
+  DeviceBuffer<float> d_hidden(static_cast<size_t>(n_max) * (k + 1) * I), d_out(static_cast<size_t>(n_max) * D);
+  int failures = 0;
+  for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+    if (type == WeightType::BF16)
+      for (auto* ew : used)
+        for (frank::LinearWeight* m : {&ew->gate, &ew->up, &ew->down})
+          for (float& v : m->dense.data) v = round_bf16(v);
+    const frank::Tensor want = frank::engine::moe_forward(c, w, true, x, tokens);
+    // Device copies of the used experts; every other table entry points at the shared expert.
+    std::vector<std::unique_ptr<DeviceBuffer<float>>> f32;
+    std::vector<std::unique_ptr<DeviceBuffer<uint16_t>>> bf16;
+    std::vector<const void*> tables[3];
+    for (auto& t : tables) t.assign(E + 1, nullptr);
+    for (size_t i = 0; i < used.size(); ++i) {
+      const int e = i < pool.size() ? pool[i] : E;
+      const frank::LinearWeight* m[3] = {&used[i]->gate, &used[i]->up, &used[i]->down};
+      for (int q = 0; q < 3; ++q) {
+        if (type == WeightType::F32) {
+          f32.push_back(upload(m[q]->dense.data));
+          tables[q][e] = f32.back()->get();
+        } else {
+          std::vector<uint16_t> bits(m[q]->dense.data.size());
+          for (size_t j = 0; j < bits.size(); ++j) bits[j] = std::bit_cast<uint32_t>(m[q]->dense.data[j]) >> 16;
+          bf16.push_back(upload(bits));
+          tables[q][e] = bf16.back()->get();
+        }
+      }
+    }
+    for (auto& t : tables)
+      for (const void*& p : t)
+        if (!p) p = t[E];
+    auto d_gate = upload(tables[0]), d_up = upload(tables[1]), d_down = upload(tables[2]);
+    const frank::cuda::ExpertTables dev{d_gate->get(), d_up->get(), d_down->get(), type};
+    for (int n : ns) {
+      CUDA_OK(cudaMemset(d_out.get(), 0xff, d_out.size() * sizeof(float)));  // NaN where nothing is written
+      CUDA_OK(frank::cuda::moe_experts(d_x->get(), n, D, I, d_experts->get(), d_weights->get(), k, E, dev, limit,
+                                       d_hidden.get(), d_out.get(), nullptr));
+      const std::vector<float> got = download(d_out, static_cast<size_t>(n) * D);
+      const std::vector<float> ref(want.data.begin(), want.data.begin() + static_cast<ptrdiff_t>(n) * D);
+      char what[128];
+      std::snprintf(what, sizeof what, "%s D=%d I=%d E=%d k=%d n=%d pool=%d%s clamp g%ld u%ld",
+                    type == WeightType::F32 ? "f32" : "bf16", D, I, E, k, n, pool_size, distinct ? "" : " repeats",
+                    clamped_g, clamped_u);
+      failures += report("moe_experts", what, max_scaled_error(got, ref), 1e-4);
+    }
+  }
+  if (clamped_g == 0 || clamped_u == 0) failures += report("moe_experts", "clamp not reached", 1, 0);
+
+  const frank::cuda::ExpertTables none{nullptr, nullptr, nullptr, WeightType::F32};
+  failures += bad_argument("moe_experts", "bad args: k=0",
+                           frank::cuda::moe_experts(d_x->get(), 1, D, I, d_experts->get(), d_weights->get(), 0, E, none,
+                                                    limit, d_hidden.get(), d_out.get(), nullptr));
+  return failures;
+}
+
+}  // namespace
+
+int check_moe_ops(uint64_t seed) {
+  Rng r{frank::SplitMix64(seed ^ 0x6d6f65ull)};
+  int failures = 0;
+  for (bool bias : {false, true}) failures += check_route(r, 8, 2, 9, Logits::Random, bias);
+  failures += check_route(r, 8, 2, 33, Logits::Ties, false);
+  failures += check_route(r, 8, 2, 9, Logits::Hash, false);
+  for (int E : {256, 384}) {
+    failures += check_route(r, E, 6, 67, Logits::Random, true);
+    failures += check_route(r, E, 6, 67, Logits::Ties, false);
+    failures += check_route(r, E, 6, 67, Logits::Ties, true);
+    failures += check_route(r, E, 6, 67, Logits::Hash, false);
+  }
+  DeviceBuffer<float> logits(16), weights(16);
+  DeviceBuffer<int32_t> experts(16);
+  failures += bad_argument("route", "bad args: k > E",
+                           frank::cuda::route(logits.get(), 1, 4, 5, nullptr, nullptr, nullptr, 1.0f, experts.get(),
+                                              weights.get(), nullptr));
+  failures += bad_argument("route", "bad args: hash without ids",
+                           frank::cuda::route(logits.get(), 1, 8, 2, nullptr, experts.get(), nullptr, 1.0f,
+                                              experts.get(), weights.get(), nullptr));
+
+  // Small odd shapes: the scalar path (D, I not multiples of 4), two token groups, one expert
+  // chosen by many slots (more than a group's worth); then the vector path at a small shape.
+  failures += check_moe(r, 37, 19, 8, 3, 5, false, {3, 11});
+  failures += check_moe(r, 37, 19, 8, 3, 1, false, {11});
+  failures += check_moe(r, 96, 40, 8, 2, 8, true, {1, 13});
+  // DeepSeek-V4-Flash: tokens share experts from a pool of 12, as decode steps often do.
+  failures += check_moe(r, 4096, 2048, 256, 6, 12, true, {1, 2, 4, 8});
+  return failures;
+}
+
+}  // namespace frank_test
