@@ -51,7 +51,7 @@ class DeviceArray {
   T* data() { return ptr_; }
   const T* data() const { return ptr_; }
   const std::vector<int64_t>& shape() const { return shape_; }
-  int64_t numel() const { return Tensor::count(shape_); }
+  int64_t numel() const { return shape_.empty() ? 0 : Tensor::count(shape_); }
   int64_t rows() const { return shape_.empty() ? 0 : shape_.front(); }
   int64_t cols() const { return shape_.empty() || rows() == 0 ? 0 : numel() / rows(); }
   size_t bytes() const { return static_cast<size_t>(numel()) * sizeof(T); }

@@ -21,7 +21,9 @@ uint16_t to_bf16(float f) {
 }  // namespace
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw Error(fmt::format("CUDA: {}: {}", what, cudaGetErrorString(e)));
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // a failed call is also the runtime's "last error": clear it, or the next launch reports it
+  throw Error(fmt::format("CUDA: {}: {}", what, cudaGetErrorString(e)));
 }
 
 WeightType parse_weight_type(const std::string& text) {
