@@ -12,6 +12,7 @@ void register_tokenize(CLI::App& app);  // tokenize and detokenize
 void register_chat_encode(CLI::App& app);
 void register_plan(CLI::App& app);
 void register_lab(CLI::App& app);
+void register_bench(CLI::App& app);  // bench decode (GPU)
 // `lab draw`, `lab run` and `lab fidelity`: the parts of `frank lab` that drive engines.
 void register_lab_engines(CLI::App& lab);
 

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   frank::cli::register_chat_encode(app);
   frank::cli::register_plan(app);
   frank::cli::register_lab(app);
+  frank::cli::register_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

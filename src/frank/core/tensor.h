@@ -24,7 +24,9 @@ struct Tensor {
   int64_t numel() const { return static_cast<int64_t>(data.size()); }
   bool empty() const { return data.empty(); }
   int64_t rows() const { return shape.empty() ? 0 : shape.front(); }
-  int64_t cols() const { return shape.empty() ? 0 : numel() / shape.front(); }
+  // From the shape, so a shape-only tensor (a GPU backend's synthetic weight: data generated on the
+  // device, none on the host) still tells its width.
+  int64_t cols() const { return rows() == 0 ? 0 : count(shape) / rows(); }
   float* row(int64_t i) { return data.data() + i * cols(); }
   const float* row(int64_t i) const { return data.data() + i * cols(); }
   std::span<const float> span() const { return data; }

@@ -1,5 +1,6 @@
 #include "frank/cuda/cuda_model.h"
 
+#include "frank/cuda/synthetic_fill.cuh"
 #include "frank/engine/decoder_layer.h"
 
 namespace frank::cuda {
@@ -23,8 +24,8 @@ cudaStream_t make_stream() {
 
 }  // namespace
 
-CudaModel::CudaModel(const engine::Model& model, WeightType linear_type)
-    : model_(model), stream_(make_stream()), weights_(linear_type, stream_) {}
+CudaModel::CudaModel(const engine::Model& model, WeightType linear_type, uint64_t synthetic_seed)
+    : model_(model), stream_(make_stream()), weights_(linear_type, stream_, synthetic_seed) {}
 
 CudaModel::~CudaModel() {
   cudaStreamSynchronize(stream_);
@@ -39,6 +40,33 @@ DeviceSession CudaModel::new_session() {
     layer.window = DeviceArray<float>({c.sliding_window, c.head_dim}, stream_);
     layer.window.fill_bytes(0);
   }
+  return s;
+}
+
+DeviceSession CudaModel::synthetic_session(int64_t position, int64_t room, uint64_t seed) {
+  DeviceSession s = new_session();
+  s.position = position;
+  auto random = [&](std::vector<int64_t> shape) {
+    DeviceArray<float> a(std::move(shape), stream_);
+    check(fill_uniform(a.data(), WeightType::F32, a.numel(), 1.0f, seed++, stream_), "fill_uniform");
+    return a;
+  };
+  auto fill = [&](DeviceCompressor& d, const engine::Compressor& c) {
+    d.pending_kv = random({c.ratio(), c.projection_width()});
+    d.pending_gate = random({c.ratio(), c.projection_width()});
+    if (c.projection_width() == 2 * c.dim()) {
+      d.overlap_kv = random({c.ratio(), c.dim()});
+      d.overlap_gate = random({c.ratio(), c.dim()});
+    }
+    d.entries = random({(position + room) / c.ratio() + 1, c.dim()});
+  };
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    const engine::Attention& a = model_.attention()[l];
+    s.layers[l].window = random({model_.config().sliding_window, model_.config().head_dim});
+    if (a.compressor()) fill(s.layers[l].compressor, *a.compressor());
+    if (a.index_compressor()) fill(s.layers[l].indexer, *a.index_compressor());
+  }
+  check(cudaStreamSynchronize(stream_), "synthetic session");
   return s;
 }
 

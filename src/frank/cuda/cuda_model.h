@@ -24,17 +24,24 @@ struct DeviceSession {
 
 class CudaModel {
  public:
-  CudaModel(const engine::Model& model, WeightType linear_type);
+  // `synthetic_seed` seeds the weights a shape-only host model leaves to the device (DeviceWeights).
+  CudaModel(const engine::Model& model, WeightType linear_type, uint64_t synthetic_seed = 0);
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;
 
   DeviceSession new_session();
+  // A session whose state is random, as if `position` tokens had been consumed (window rings,
+  // compressor buffers, compressed entries and index keys of the right sizes), with room for
+  // `room` more tokens' entries: what a benchmark at context `position` needs without a prefill.
+  DeviceSession synthetic_session(int64_t position, int64_t room, uint64_t seed);
   // As engine::Model::forward: logits on the host, [ids.size(), vocab] or [1, vocab] for Logits::Last.
   Tensor forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits);
 
   const engine::Model& model() const { return model_; }
   size_t weight_bytes() const { return weights_.bytes(); }
+  DeviceWeights& device_weights() { return weights_; }
+  cudaStream_t stream() const { return stream_; }
 
  private:
   const engine::Model& model_;

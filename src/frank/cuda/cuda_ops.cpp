@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "frank/core/error.h"
@@ -9,8 +10,6 @@
 
 namespace frank::cuda {
 namespace {
-
-constexpr const char* kLaunch = "kernel launch";
 
 // Grows a device array to at least `rows` rows of `cols`, keeping its contents (doubling, so a
 // session's entries are copied O(log n) times).
@@ -23,6 +22,12 @@ void reserve_rows(DeviceArray<float>& a, int64_t rows, int64_t cols, cudaStream_
 }
 
 }  // namespace
+
+void CudaOps::count(double weight_bytes, double state_bytes) const {
+  if (traffic_ == nullptr) return;
+  traffic_->weight_bytes += weight_bytes;
+  traffic_->state_bytes += state_bytes;
+}
 
 CudaOps::Ids CudaOps::upload_ids(std::span<const int32_t> ids) const {
   Ids out{std::vector<int32_t>(ids.begin(), ids.end()), DeviceArray<int32_t>({static_cast<int64_t>(ids.size())}, stream_)};
@@ -44,85 +49,102 @@ Tensor CudaOps::download(const Array& a) const {
 }
 
 CudaOps::Array CudaOps::embed(const Tensor& table, const Ids& ids, int N) const {
+  const ScopedOp timed(profile_, "embed", stream_);
   const int64_t n = ids.device.numel(), D = table.cols();
   Array streams({n, N * D}, stream_);
+  count(static_cast<double>(n * D) * 4, 0);
   check(embed_streams(ids.device.data(), static_cast<int>(n), w_.tensor(table), static_cast<int>(D), N, streams.data(),
                       stream_),
-        kLaunch);
+        "embed");
   return streams;
 }
 
 std::pair<CudaOps::Mix, CudaOps::Array> CudaOps::hc_pre(const model::HyperConnectionWeights& hc, const Tensor& norm,
                                                         const Array& streams, const model::ModelConfig& c) const {
+  const ScopedOp timed(profile_, "hc_pre", stream_);
   const int64_t n = streams.rows();
   const int N = c.hc_mult, D = c.hidden_size;
   Mix mix({n, 2 * N + N * N}, stream_);
   Array input({n, D}, stream_);
+  count(static_cast<double>(hc.fn.numel()) * 4, 0);
   check(cuda::hc_pre(streams.data(), static_cast<int>(n), N, D, w_.tensor(hc.fn), w_.tensor(hc.base),
                      w_.tensor(hc.scale), c.hc_sinkhorn_iters, c.hc_eps, c.rms_norm_eps, w_.tensor(norm), mix.data(),
                      input.data(), stream_),
-        kLaunch);
+        "hc_pre");
   return {std::move(mix), std::move(input)};
 }
 
 void CudaOps::hc_post(const Mix& mix, const Array& sublayer, Array& streams, const model::ModelConfig& c) const {
+  const ScopedOp timed(profile_, "hc_post", stream_);
   check(cuda::hc_post(streams.data(), static_cast<int>(streams.rows()), c.hc_mult, c.hidden_size, mix.data(),
                       sublayer.data(), stream_),
-        kLaunch);
+        "hc_post");
 }
 
 CudaOps::Array CudaOps::hyper_head(const model::HyperConnectionWeights& hc, const Tensor& norm, const Array& streams,
                                    int64_t first, const model::ModelConfig& c) const {
+  const ScopedOp timed(profile_, "hyper_head", stream_);
   const int64_t n = streams.rows() - first;
   Array out({n, c.hidden_size}, stream_);
+  count(static_cast<double>(hc.fn.numel()) * 4, 0);
   check(hc_head(streams.data() + first * streams.cols(), static_cast<int>(n), c.hc_mult, c.hidden_size,
                 w_.tensor(hc.fn), w_.tensor(hc.base), w_.tensor(hc.scale), c.hc_eps, c.rms_norm_eps, w_.tensor(norm),
                 out.data(), stream_),
-        kLaunch);
+        "hyper_head");
   return out;
 }
 
 CudaOps::Array CudaOps::linear(const Array& x, const LinearWeight& w) const {
+  const ScopedOp timed(profile_, profile_ ? fmt::format("linear {}x{}", w.rows(), w.cols()) : "", stream_);
   const DeviceWeights::Linear& l = w_.linear(w);
   if (x.cols() != l.cols)
     throw Error(fmt::format("CUDA linear: input of {} columns for a weight of {}", x.cols(), l.cols));
   Array y({x.rows(), l.rows}, stream_);
+  count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
   check(cuda::linear(x.data(), l.cols, static_cast<int>(x.rows()), l.data, l.type, l.rows, l.cols, y.data(), l.rows,
                      stream_),
-        kLaunch);
+        "linear");
   return y;
 }
 
 CudaOps::Array CudaOps::grouped_linear(const Array& x, const LinearWeight& w, int groups) const {
+  const ScopedOp timed(profile_, profile_ ? fmt::format("grouped_linear {}x{}", w.rows(), w.cols()) : "", stream_);
   const DeviceWeights::Linear& l = w_.linear(w);
   const int64_t R = l.rows / groups, group_in = x.cols() / groups;
   if (group_in != l.cols) throw Error("CUDA grouped linear: group width does not match the weight");
   Array y({x.rows(), l.rows}, stream_);
+  count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
   for (int g = 0; g < groups; ++g) {
     const void* rows = static_cast<const char*>(l.data) + static_cast<size_t>(g * R * l.cols) * l.element_bytes();
     check(cuda::linear(x.data() + g * group_in, x.cols(), static_cast<int>(x.rows()), rows, l.type, R, l.cols,
                        y.data() + g * R, l.rows, stream_),
-          kLaunch);
+          "grouped_linear");
   }
   return y;
 }
 
 void CudaOps::rms_norm(Array& x, int width, const Tensor* weight, float eps) const {
+  const ScopedOp timed(profile_, "rms_norm", stream_);
   check(cuda::rms_norm(x.data(), x.numel() / width, width, weight != nullptr ? w_.tensor(*weight) : nullptr, eps,
                        stream_),
-        kLaunch);
+        "rms_norm");
 }
 
 void CudaOps::rope(Array& x, int heads, int dim, int64_t start, const engine::RopeTable& rope, bool inverse) const {
+  const ScopedOp timed(profile_, "rope", stream_);
   check(cuda::rope(x.data(), static_cast<int>(x.rows()), heads, dim, w_.inv_freq(rope),
                    static_cast<int>(rope.inv_freq().size()), start, inverse, stream_),
-        kLaunch);
+        "rope");
 }
 
-void CudaOps::scale(Array& x, float s) const { check(cuda::scale(x.data(), x.numel(), s, stream_), kLaunch); }
+void CudaOps::scale(Array& x, float s) const {
+  const ScopedOp timed(profile_, "scale", stream_);
+  check(cuda::scale(x.data(), x.numel(), s, stream_), "scale");
+}
 
 void CudaOps::compress(DeviceCompressor& s, const engine::Compressor& comp, const Array& kv, const Array& gate,
                        int64_t start) const {
+  const ScopedOp timed(profile_, "compress", stream_);
   const int ratio = comp.ratio(), dim = comp.dim(), width = comp.projection_width();
   const bool overlapping = width == 2 * dim;
   if (s.pending_kv.empty()) {
@@ -134,17 +156,19 @@ void CudaOps::compress(DeviceCompressor& s, const engine::Compressor& comp, cons
     }
   }
   reserve_rows(s.entries, (start + kv.rows()) / ratio, dim, stream_);
+  count(0, 2.0 * ratio * width * 4);  // the pending projections
   const CompressorBuffers b{s.pending_kv.data(), s.pending_gate.data(), s.overlap_kv.data(), s.overlap_gate.data(),
                             s.entries.data()};
   const auto& w = comp.weights();
   check(compress_chunk(b, kv.data(), gate.data(), static_cast<int>(kv.rows()), start, ratio, dim, overlapping,
                        w_.tensor(w.position_bias), w_.tensor(w.norm), comp.eps(), w_.inv_freq(comp.rope()),
                        static_cast<int>(comp.rope().inv_freq().size()), stream_),
-        kLaunch);
+        "compress");
 }
 
 CudaOps::Selection CudaOps::index_select(const Array& q, const Array& w, const DeviceCompressor& keys,
                                          const engine::Compressor& comp, int64_t start, int k) const {
+  const ScopedOp timed(profile_, "index_select", stream_);
   const int64_t n = q.rows(), cols = (start + n) / comp.ratio();
   Selection selected({n, k}, stream_);
   if (cols == 0) {  // no entry yet: nothing to select
@@ -152,37 +176,45 @@ CudaOps::Selection CudaOps::index_select(const Array& q, const Array& w, const D
     return selected;
   }
   Array scores({n, cols}, stream_);
+  count(0, static_cast<double>(cols * comp.dim()) * 4);  // every index key
   check(indexer_scores(q.data(), w.data(), static_cast<int>(n), static_cast<int>(w.cols()), comp.dim(),
                        keys.entries.data(), start, comp.ratio(), static_cast<int>(cols), scores.data(), stream_),
-        kLaunch);
-  check(topk(2, scores.data(), static_cast<int>(n), static_cast<int>(cols), k, selected.data(), stream_), kLaunch);
+        "index_select");
+  check(topk(2, scores.data(), static_cast<int>(n), static_cast<int>(cols), k, selected.data(), stream_), "index_select (top-k)");
   return selected;
 }
 
 CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, const LayerState& state, const engine::Attention& a,
                                int64_t start, const Selection* selected) const {
+  const ScopedOp timed(profile_, "attend", stream_);
   const model::ModelConfig& c = a.config();
   const int H = c.num_heads, hd = c.head_dim;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int ratio = a.compressor() ? a.compressor()->ratio() : 0;
   Array out({q.rows(), int64_t{H} * hd}, stream_);
+  // Distinct rows read: the window's, and the entries (HCA: every visible one; CSA: the chosen ones).
+  const int64_t n = q.rows(), entries = ratio > 0 ? (start + n) / ratio : 0;
+  const int64_t entry_rows = selected != nullptr ? std::min(entries, n * selected->cols()) : entries;
+  count(0, static_cast<double>((std::min<int64_t>(start, c.sliding_window) + n + entry_rows) * hd) * 4);
   check(cuda::attend(q.data(), static_cast<int>(q.rows()), H, hd, state.window.data(), c.sliding_window, kv.data(),
                      start, ratio > 0 ? state.compressor.entries.data() : nullptr, ratio,
                      selected != nullptr ? selected->data() : nullptr,
                      selected != nullptr ? static_cast<int>(selected->cols()) : 0, w_.tensor(a.weights().sinks), scale,
                      out.data(), stream_),
-        kLaunch);
+        "attend");
   return out;
 }
 
 void CudaOps::window_store(LayerState& state, const Array& kv, int64_t start, int window) const {
+  const ScopedOp timed(profile_, "window_store", stream_);
   check(cuda::window_store(state.window.data(), window, static_cast<int>(kv.cols()), kv.data(),
                            static_cast<int>(kv.rows()), start, stream_),
-        kLaunch);
+        "window_store");
 }
 
 CudaOps::Array CudaOps::moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Array& x,
-                            const Ids& ids, LayerState& /*state*/) const {
+                            const Ids& ids, LayerState& state) const {
+  const ScopedOp timed(profile_, "moe", stream_);
   const int n = static_cast<int>(x.rows()), E = c.n_routed_experts, k = c.experts_per_token, D = c.hidden_size;
   const int I = static_cast<int>(w.shared.gate.rows());
   if (!w.experts.empty() && w.experts.front().gate.rows() != I)
@@ -193,12 +225,13 @@ CudaOps::Array CudaOps::moe(const model::ModelConfig& c, const model::MoeWeights
   check(route(logits.data(), n, E, k, hash_layer ? nullptr : w_.tensor(w.selection_bias),
               hash_layer ? w_.tid2eid(w) : nullptr, ids.device.data(), c.routed_scaling_factor, experts.data(),
               weights.data(), stream_),
-        kLaunch);
+        "moe (route)");
   Array hidden({n, k + 1, I}, stream_);
   Array out({n, D}, stream_);
   check(moe_experts(x.data(), n, D, I, experts.data(), weights.data(), k, E, w_.experts(w), c.swiglu_limit,
                     hidden.data(), out.data(), stream_),
-        kLaunch);
+        "moe (experts)");
+  if (keep_routing_) state.last_experts = std::move(experts);
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "frank/cuda/device_array.h"
 #include "frank/cuda/device_weights.h"
+#include "frank/cuda/op_profile.h"
 #include "frank/engine/attention.h"
 #include "frank/model/config.h"
 #include "frank/model/weights.h"
@@ -25,6 +26,14 @@ struct DeviceCompressor {
 struct DeviceLayerState {
   DeviceArray<float> window;  // [sliding_window, head_dim] ring: position p in row p % window
   DeviceCompressor compressor, indexer;
+  DeviceArray<int32_t> last_experts;  // [tokens, experts_per_token]: the routed experts of the last call
+};
+
+// The bytes ops must read from device memory — weights, and session state (window rows, entries,
+// index keys) — counted on the host as the ops are issued (activations are not counted). Routed
+// experts are not counted here: which ones a step reads is known only after it ran (last_experts).
+struct Traffic {
+  double weight_bytes = 0, state_bytes = 0;
 };
 
 class CudaOps {
@@ -38,7 +47,13 @@ class CudaOps {
   using Selection = DeviceArray<int32_t>;  // [n, index_topk], -1 past the entries a token sees
   using LayerState = DeviceLayerState;
 
-  CudaOps(DeviceWeights& weights, cudaStream_t stream) : w_(weights), stream_(stream) {}
+  // `keep_routing`: moe() keeps each call's routed experts in LayerState::last_experts. Off while a
+  // step is captured as a graph: a graph that allocates memory it does not free cannot be replayed.
+  CudaOps(DeviceWeights& weights, cudaStream_t stream, Traffic* traffic = nullptr, bool keep_routing = true)
+      : w_(weights), stream_(stream), traffic_(traffic), keep_routing_(keep_routing) {}
+
+  // Times every op into `profile` (eager steps only: events are not captured into graphs here).
+  void set_profile(OpProfile* profile) { profile_ = profile; }
 
   Ids upload_ids(std::span<const int32_t> ids) const;
   Array upload(const Tensor& host) const;
@@ -70,8 +85,13 @@ class CudaOps {
             LayerState& state) const;
 
  private:
+  void count(double weight_bytes, double state_bytes) const;
+
   DeviceWeights& w_;
   cudaStream_t stream_;
+  Traffic* traffic_;
+  bool keep_routing_;
+  OpProfile* profile_ = nullptr;
 };
 
 }  // namespace frank::cuda

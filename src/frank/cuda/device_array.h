@@ -16,6 +16,9 @@ namespace frank::cuda {
 
 // Throws frank::Error naming `what` when e is not cudaSuccess.
 void check(cudaError_t e, const char* what);
+// A destructor cannot throw: a failed free is printed to stderr (and cleared, so the next launch
+// does not report it as its own).
+void report_failed_free(cudaError_t e, const void* ptr, size_t bytes);
 
 template <class T>
 class DeviceArray {
@@ -39,7 +42,7 @@ class DeviceArray {
     return *this;
   }
   ~DeviceArray() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, stream_);
+    if (ptr_ != nullptr) report_failed_free(cudaFreeAsync(ptr_, stream_), ptr_, bytes());
   }
 
   void swap(DeviceArray& o) noexcept {

@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "frank/core/error.h"
+#include "frank/core/splitmix64.h"
 #include "frank/cuda/device_array.h"
+#include "frank/cuda/synthetic_fill.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -26,6 +30,12 @@ void check(cudaError_t e, const char* what) {
   throw Error(fmt::format("CUDA: {}: {}", what, cudaGetErrorString(e)));
 }
 
+void report_failed_free(cudaError_t e, const void* ptr, size_t bytes) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();
+  std::fprintf(stderr, "warning: CUDA: freeing %zu bytes at %p failed: %s\n", bytes, ptr, cudaGetErrorString(e));
+}
+
 WeightType parse_weight_type(const std::string& text) {
   if (text == "fp32") return WeightType::F32;
   if (text == "bf16") return WeightType::BF16;
@@ -36,19 +46,36 @@ DeviceWeights::~DeviceWeights() {
   for (void* p : buffers_) cudaFree(p);
 }
 
-// Synchronous: weights are uploaded once, before (or at) the first step that uses them.
-void* DeviceWeights::upload(const void* src, size_t bytes) {
+void* DeviceWeights::allocate(size_t bytes) {
   void* p = nullptr;
   check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc (weights)");
   buffers_.push_back(p);
   bytes_ += bytes;
+  return p;
+}
+
+// Synchronous: weights are uploaded once, before (or at) the first step that uses them.
+void* DeviceWeights::upload(const void* src, size_t bytes) {
+  void* p = allocate(bytes);
   check(cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice), "weight upload");
+  return p;
+}
+
+void* DeviceWeights::generate(int64_t count, WeightType type, float stddev) {
+  void* p = allocate(static_cast<size_t>(count) * (type == WeightType::BF16 ? 2 : 4));
+  check(fill_uniform(p, type, count, stddev, splitmix64_finalize(seed_ + ++generated_), stream_), "fill_uniform");
+  check(cudaStreamSynchronize(stream_), "fill_uniform");
   return p;
 }
 
 const float* DeviceWeights::tensor(const Tensor& host) {
   auto it = plain_.find(&host);
-  if (it == plain_.end()) it = plain_.emplace(&host, upload(host.data.data(), host.data.size() * sizeof(float))).first;
+  if (it == plain_.end()) {
+    const int64_t count = Tensor::count(host.shape);
+    void* p = host.data.empty() && count > 0 ? generate(count, WeightType::F32, 1.0f)
+                                             : upload(host.data.data(), host.data.size() * sizeof(float));
+    it = plain_.emplace(&host, p).first;
+  }
   return static_cast<const float*>(it->second);
 }
 
@@ -59,7 +86,9 @@ const DeviceWeights::Linear& DeviceWeights::linear(const LinearWeight& host) {
     throw Error("the CUDA backend does not compute FP8/FP4 weights yet: run this checkpoint with --backend cpu");
   const Tensor& w = host.dense;
   Linear l{nullptr, linear_type_, w.rows(), w.cols()};
-  if (linear_type_ == WeightType::F32) {
+  if (w.data.empty() && w.rows() > 0) {
+    l.data = generate(w.rows() * w.cols(), linear_type_, static_cast<float>(1.0 / std::sqrt(static_cast<double>(w.cols()))));
+  } else if (linear_type_ == WeightType::F32) {
     l.data = upload(w.data.data(), w.data.size() * sizeof(float));
   } else {
     std::vector<uint16_t> bits(w.data.size());

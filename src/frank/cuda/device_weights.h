@@ -4,6 +4,10 @@
 // backend). Linear weights are stored as fp32 (exactness tests) or rounded to bf16 (serving; round
 // to nearest even, as torch's .to(bfloat16)); everything else stays fp32. FP8/FP4 weights are not
 // supported on the GPU yet and are refused with a clear error.
+//
+// A host weight with a shape but no data (model::skeleton_weights: a synthetic model at real size)
+// is generated on the device instead: random, standard deviation 1/sqrt(columns) for Linear
+// weights and 1 for tables, from `synthetic_seed`.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -25,7 +29,8 @@ WeightType parse_weight_type(const std::string& text);
 
 class DeviceWeights {
  public:
-  DeviceWeights(WeightType linear_type, cudaStream_t stream) : linear_type_(linear_type), stream_(stream) {}
+  DeviceWeights(WeightType linear_type, cudaStream_t stream, uint64_t synthetic_seed = 0)
+      : linear_type_(linear_type), stream_(stream), seed_(synthetic_seed) {}
   ~DeviceWeights();
   DeviceWeights(const DeviceWeights&) = delete;
   DeviceWeights& operator=(const DeviceWeights&) = delete;
@@ -49,9 +54,14 @@ class DeviceWeights {
 
  private:
   void* upload(const void* src, size_t bytes);
+  void* allocate(size_t bytes);
+  // Device memory for a shape-only host weight, filled with random values.
+  void* generate(int64_t count, WeightType type, float stddev);
 
   WeightType linear_type_;
   cudaStream_t stream_;
+  uint64_t seed_;
+  uint64_t generated_ = 0;  // weights generated so far: each gets its own stream of values
   std::vector<void*> buffers_;
   size_t bytes_ = 0;
   std::unordered_map<const void*, const void*> plain_;

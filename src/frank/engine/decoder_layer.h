@@ -32,14 +32,19 @@ void decoder_layer(Ops& ops, const model::ModelConfig& c, const model::LayerWeig
 
 // The whole model on a chunk: every stream starts as the token embedding, then the layers, then
 // the hyper-head, final norm and head for rows [first, n). `streams_out`, when given, receives the
-// streams before the hyper-head (what the MTP drafter reads).
-template <class Ops, class Layers>
+// streams before the hyper-head (what the MTP drafter reads). `at_layer(l)` runs before layer l and
+// at_layer(num_layers) before the head (a benchmark records its timing events there).
+template <class Ops, class Layers, class AtLayer = void (*)(int)>
 typename Ops::Array model_forward(Ops& ops, const model::ModelConfig& c, const model::ModelWeights& w,
                                   const std::vector<Attention>& attention, Layers& layers, int64_t start,
-                                  const typename Ops::Ids& ids, int64_t first, typename Ops::Array* streams_out) {
+                                  const typename Ops::Ids& ids, int64_t first, typename Ops::Array* streams_out,
+                                  AtLayer&& at_layer = [](int) {}) {
   typename Ops::Array streams = ops.embed(w.embed, ids, c.hc_mult);
-  for (int l = 0; l < c.num_layers; ++l)
+  for (int l = 0; l < c.num_layers; ++l) {
+    at_layer(l);
     decoder_layer(ops, c, w.layers[l], attention[l], c.hash_routed[l], streams, start, layers[l], ids);
+  }
+  at_layer(c.num_layers);
   if (streams_out != nullptr) *streams_out = streams;
   const typename Ops::Array hidden = ops.hyper_head(w.hc_head, w.norm, streams, first, c);
   return ops.linear(hidden, w.head);

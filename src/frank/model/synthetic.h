@@ -23,6 +23,15 @@ ModelConfig synthetic_config(const std::string& name);
 // position biases and hash tables. The same seed gives the same weights on every platform.
 ModelWeights random_weights(const ModelConfig& config, uint64_t seed);
 
+// DeepSeek-V4-Flash's dimensions (dsv4-model.md §1) with its first `layers` layers: 2 sliding, then
+// CSA (ratio 4) and HCA (ratio 128) alternating; layers 0-2 hash-routed. For benchmarks.
+ModelConfig v4_flash_config(int layers);
+
+// The weights of `config` with Linear weights and the embedding as shapes only (no host data: a GPU
+// backend generates them in device memory, cuda::DeviceWeights); the small rest (norms, mHC,
+// sinks, biases, hash tables) random as random_weights makes them.
+ModelWeights skeleton_weights(const ModelConfig& config, uint64_t seed);
+
 LoadedModel synthetic_model(const std::string& name, uint64_t seed);
 
 }  // namespace frank::model

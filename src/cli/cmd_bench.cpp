@@ -1,0 +1,71 @@
+// `frank bench decode`: the GPU decode-step benchmark (frank/cuda/decode_bench.h). Needs a build
+// with -DFRANK_CUDA=ON and a GPU.
+#include <iostream>
+#include <string>
+
+#include "commands.h"
+#include "frank/core/error.h"
+#ifdef FRANK_WITH_CUDA
+#include "frank/cuda/decode_bench.h"
+#include "frank/cuda/device_weights.h"
+#endif
+
+namespace frank::cli {
+namespace {
+
+struct DecodeOptions {
+  std::string synthetic = "v4-flash";
+  int layers = 4;
+  int64_t ctx = 32768;
+  int tokens_per_step = 1;
+  int steps = 100;
+  std::string weights_dtype = "bf16";
+  bool same_experts = false;
+  bool per_op = false;
+};
+
+void run_decode(const DecodeOptions& o) {
+  if (o.synthetic != "v4-flash") throw Error("--synthetic: only v4-flash is available");
+#ifdef FRANK_WITH_CUDA
+  cuda::DecodeBenchOptions b;
+  b.layers = o.layers;
+  b.ctx = o.ctx;
+  b.tokens_per_step = o.tokens_per_step;
+  b.steps = o.steps;
+  b.weights = cuda::parse_weight_type(o.weights_dtype);
+  b.same_experts = o.same_experts;
+  b.per_op = o.per_op;
+  cuda::run_decode_bench(b, std::cout);
+#else
+  (void)o;
+  throw Error("bench decode needs the CUDA backend: build with -DFRANK_CUDA=ON");
+#endif
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "benchmarks (GPU)");
+  bench->require_subcommand(1);
+  auto o = std::make_shared<DecodeOptions>();
+  auto* decode = bench->add_subcommand(
+      "decode", "time the decode / verify step at the real V4-Flash dimensions on random device weights");
+  decode->add_option("--synthetic", o->synthetic, "model shape: v4-flash")->capture_default_str();
+  decode->add_option("--layers", o->layers, "the first N layers (2 sliding, then CSA/HCA alternating)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 43));
+  decode->add_option("--ctx", o->ctx, "tokens already in the session (random state)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1048000}));
+  decode->add_option("--tokens-per-step", o->tokens_per_step, "1 = decode; k+1 = verify k drafts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8));
+  decode->add_option("--steps", o->steps, "timed graph replays")->capture_default_str()->check(CLI::Range(5, 100000));
+  decode->add_option("--weights-dtype", o->weights_dtype, "bf16 or fp32")->capture_default_str();
+  decode->add_flag("--same-experts", o->same_experts,
+                   "every token of the step routes to the same experts (hash routing, one token id)");
+  decode->add_flag("--per-op", o->per_op, "also time every op of eagerly issued steps (where the time goes)");
+  decode->callback([o] { run_decode(*o); });
+}
+
+}  // namespace frank::cli

@@ -1,0 +1,214 @@
+#include "frank/cuda/decode_bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "frank/cuda/bandwidth_probe.cuh"
+#include "frank/cuda/cuda_model.h"
+#include "frank/cuda/op_profile.h"
+#include "frank/engine/decoder_layer.h"
+#include "frank/model/synthetic.h"
+
+namespace frank::cuda {
+namespace {
+
+struct Spread {
+  double median, p10, p90;
+};
+
+Spread spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+  return {at(0.5), at(0.1), at(0.9)};
+}
+
+// The GPU's read bandwidth (bytes/s): the median of 20 reads of a 4 GiB buffer.
+double measure_read_bandwidth(cudaStream_t stream) {
+  const int64_t bytes = int64_t{4} << 30;
+  DeviceArray<uint8_t> buffer({bytes}, stream);
+  buffer.fill_bytes(0);
+  DeviceArray<float> sink({read_probe_blocks()}, stream);
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  std::vector<double> rates;
+  for (int i = 0; i < 22; ++i) {
+    check(cudaEventRecord(a, stream), "cudaEventRecord");
+    check(read_probe(buffer.data(), bytes, sink.data(), stream), "read_probe");
+    check(cudaEventRecord(b, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    if (i >= 2) rates.push_back(static_cast<double>(bytes) / (ms * 1e-3));  // the first two warm up
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return spread(rates).median;
+}
+
+const char* kind_name(model::AttentionKind k) {
+  switch (k) {
+    case model::AttentionKind::Sliding: return "sliding";
+    case model::AttentionKind::CompressedSparse: return "CSA";
+    case model::AttentionKind::HeavilyCompressed: return "HCA";
+  }
+  return "?";
+}
+
+// Every op of `steps` eagerly issued steps timed by events: total GPU time per op per step, and
+// how much of the graph-replayed step it is (the rest is the gaps between kernels).
+template <class Step>
+void report_per_op(CudaModel& gpu, Step& step, const CudaOps::Ids& ids, int steps, double graph_step_us,
+                   std::ostream& out) {
+  OpProfile profile;
+  CudaOps timed(gpu.device_weights(), gpu.stream());
+  timed.set_profile(&profile);
+  for (int i = 0; i < steps; ++i) step(timed, ids, nullptr);
+  auto totals = profile.totals();
+  std::sort(totals.begin(), totals.end(), [](const auto& a, const auto& b) { return a.us > b.us; });
+  double sum = 0;
+  for (const auto& t : totals) sum += t.us / steps;
+  out << fmt::format("\n## per op ({} eager steps; op time summed over its calls in a step)\n\n", steps);
+  out << "| op | calls per step | us per step | share of the ops |\n|---|---|---|---|\n";
+  for (const auto& t : totals)
+    out << fmt::format("| {} | {} | {:.1f} | {:.1f}% |\n", t.name, t.calls / steps, t.us / steps,
+                       100.0 * t.us / steps / sum);
+  out << fmt::format("\nops sum to {:.1f} us per step; the graph-replayed step takes {:.1f} us; the difference is "
+                     "time between kernels.\n",
+                     sum, graph_step_us);
+}
+
+}  // namespace
+
+void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
+  model::ModelConfig config = model::v4_flash_config(o.layers);
+  if (o.same_experts) std::fill(config.hash_routed.begin(), config.hash_routed.end(), true);
+  const engine::Model model(config, model::skeleton_weights(config, o.seed));
+  CudaModel gpu(model, o.weights, o.seed);
+  const cudaStream_t stream = gpu.stream();
+  const int L = config.num_layers, T = o.tokens_per_step;
+  DeviceSession session = gpu.synthetic_session(o.ctx, T, o.seed + 1000);
+
+  // The step's tokens: distinct ids, or one id T times (then every layer routes them alike).
+  std::vector<int32_t> ids;
+  for (int t = 0; t < T; ++t) ids.push_back(o.same_experts ? 1000 : 1000 + 7919 * t);
+  auto step = [&](CudaOps& ops, const CudaOps::Ids& device_ids, const std::vector<cudaEvent_t>* events) {
+    return engine::model_forward(ops, config, model.weights(), model.attention(), session.layers, o.ctx, device_ids,
+                                 0, static_cast<CudaOps::Array*>(nullptr), [&](int l) {
+                                   // External: captured as an event node whose timestamps can be read.
+                                   if (events != nullptr)
+                                     check(cudaEventRecordWithFlags((*events)[l], stream, cudaEventRecordExternal),
+                                           "event");
+                                 });
+  };
+
+  // Warm-up: the first step makes the weights in device memory.
+  CudaOps plain(gpu.device_weights(), stream);
+  const CudaOps::Ids device_ids = plain.upload_ids(ids);
+  step(plain, device_ids, nullptr);
+  check(cudaStreamSynchronize(stream), "warm-up");
+
+  // The bytes each layer (and the embedding + head) must read: one more step, layer by layer, each
+  // with its own counter.
+  std::vector<Traffic> per_layer(static_cast<size_t>(L) + 1);
+  {
+    CudaOps ends(gpu.device_weights(), stream, &per_layer[static_cast<size_t>(L)]);
+    CudaOps::Array streams = ends.embed(model.weights().embed, device_ids, config.hc_mult);
+    for (int l = 0; l < L; ++l) {
+      CudaOps one(gpu.device_weights(), stream, &per_layer[static_cast<size_t>(l)]);
+      engine::decoder_layer(one, config, model.weights().layers[l], model.attention()[l], config.hash_routed[l],
+                            streams, o.ctx, session.layers[l], device_ids);
+    }
+    ends.linear(ends.hyper_head(model.weights().hc_head, model.weights().norm, streams, 0, config),
+                model.weights().head);
+  }
+  // Routed experts: the distinct experts each layer's tokens chose, read once per step.
+  const double expert_bytes = 3.0 * config.moe_intermediate_size * config.hidden_size *
+                              (o.weights == WeightType::BF16 ? 2.0 : 4.0);
+  std::vector<int> distinct(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    std::vector<int32_t> chosen(static_cast<size_t>(session.layers[l].last_experts.numel()));
+    session.layers[l].last_experts.copy_to_host(chosen.data());
+    check(cudaStreamSynchronize(stream), "download routing");
+    distinct[l] = static_cast<int>(std::set<int32_t>(chosen.begin(), chosen.end()).size());
+    per_layer[l].weight_bytes += (distinct[l] + 1) * expert_bytes;  // + the shared expert
+  }
+
+  // Capture one step as a CUDA graph, with an event before every layer and before the head.
+  std::vector<cudaEvent_t> events(static_cast<size_t>(L) + 2);
+  for (auto& e : events) check(cudaEventCreate(&e), "cudaEventCreate");
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  {
+    CudaOps captured(gpu.device_weights(), stream, nullptr, /*keep_routing=*/false);
+    CudaOps::Array logits = step(captured, device_ids, &events);
+    check(cudaEventRecordWithFlags(events[static_cast<size_t>(L) + 1], stream, cudaEventRecordExternal), "event");
+  }
+  check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+
+  cudaEvent_t begin, end;
+  check(cudaEventCreate(&begin), "cudaEventCreate");
+  check(cudaEventCreate(&end), "cudaEventCreate");
+  std::vector<double> step_us;
+  std::vector<std::vector<double>> layer_us(static_cast<size_t>(L) + 1);
+  for (int i = 0; i < o.steps + 3; ++i) {
+    check(cudaEventRecord(begin, stream), "event");
+    check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    check(cudaEventRecord(end, stream), "event");
+    check(cudaEventSynchronize(end), "cudaEventSynchronize");
+    if (i < 3) continue;
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
+    step_us.push_back(ms * 1e3);
+    for (int l = 0; l <= L; ++l) {
+      check(cudaEventElapsedTime(&ms, events[l], events[l + 1]), "cudaEventElapsedTime (graph event nodes)");
+      layer_us[l].push_back(ms * 1e3);
+    }
+  }
+  const double bandwidth = measure_read_bandwidth(stream);
+
+  cudaDeviceProp prop{};
+  int device = 0;
+  cudaGetDevice(&device);
+  cudaGetDeviceProperties(&prop, device);
+  out << fmt::format("# decode step, synthetic DeepSeek-V4-Flash, {} layers, ctx {}, {} token(s) per step{}\n\n",
+                     L, o.ctx, T, o.same_experts ? " (all tokens route alike)" : "");
+  out << fmt::format("GPU: {}; weights {} ({:.1f} GB resident); read bandwidth measured now: {:.0f} GB/s "
+                     "(4 GiB read, median of 20)\n\n",
+                     prop.name, o.weights == WeightType::BF16 ? "bf16" : "fp32", gpu.weight_bytes() / 1e9,
+                     bandwidth / 1e9);
+  out << "| layer | kind | experts read | median us | p10-p90 us | weights MB | state MB | GB/s | of measured |\n";
+  out << "|---|---|---|---|---|---|---|---|---|\n";
+  double total_bytes = 0;
+  for (int l = 0; l <= L; ++l) {
+    const Spread s = spread(layer_us[l]);
+    const Traffic& t = per_layer[l];
+    const double bytes = t.weight_bytes + t.state_bytes;
+    total_bytes += bytes;
+    const double rate = bytes / (s.median * 1e-6);
+    out << fmt::format("| {} | {} | {} | {:.1f} | {:.1f}-{:.1f} | {:.1f} | {:.2f} | {:.0f} | {:.0f}% |\n",
+                       l < L ? std::to_string(l) : "head", l < L ? kind_name(config.attention[l]) : "embed+head",
+                       l < L ? std::to_string(distinct[l]) + "+1" : "-", s.median, s.p10, s.p90,
+                       t.weight_bytes / 1e6, t.state_bytes / 1e6, rate / 1e9, 100.0 * rate / bandwidth);
+  }
+  const Spread s = spread(step_us);
+  const double rate = total_bytes / (s.median * 1e-6);
+  out << fmt::format("| step | | | {:.1f} | {:.1f}-{:.1f} | {:.1f} total | | {:.0f} | {:.0f}% |\n\n", s.median,
+                     s.p10, s.p90, total_bytes / 1e6, rate / 1e9, 100.0 * rate / bandwidth);
+  out << fmt::format("{} graph replays after 3 warm-up replays; bytes = weights and session state the step must "
+                     "read (activations not counted).\n",
+                     o.steps);
+  if (o.per_op) report_per_op(gpu, step, device_ids, o.steps, s.median, out);
+  for (auto& e : events) cudaEventDestroy(e);
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+}  // namespace frank::cuda

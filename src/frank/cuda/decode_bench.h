@@ -1,0 +1,28 @@
+#pragma once
+// `frank bench decode`: the decode (or k-token verify) step of DeepSeek-V4-Flash on the GPU at the
+// real dimensions, with random weights made in device memory (no checkpoint) and a random session
+// state at context `ctx` (no prefill). Per layer and per step it reports the median time and spread
+// over many CUDA-graph replays, the bytes of weights and state the step had to read, and the
+// achieved bandwidth as a fraction of the read bandwidth measured in the same run.
+#include <cstdint>
+#include <ostream>
+
+#include "frank/cuda/ops.cuh"
+
+namespace frank::cuda {
+
+struct DecodeBenchOptions {
+  int layers = 4;               // the first layers of V4-Flash: 2 sliding, then CSA and HCA alternating
+  int64_t ctx = 32768;          // tokens already in the session
+  int tokens_per_step = 1;      // 1 = decode; k+1 = a verify step of k drafts
+  int steps = 100;              // timed graph replays
+  WeightType weights = WeightType::BF16;
+  bool same_experts = false;    // every layer hash-routed and every token the same id: all tokens pick the same experts
+  uint64_t seed = 1;
+  bool per_op = false;          // also time every op of eagerly issued steps (where the time goes)
+};
+
+// Runs the benchmark; writes a markdown report to `out`.
+void run_decode_bench(const DecodeBenchOptions& options, std::ostream& out);
+
+}  // namespace frank::cuda
