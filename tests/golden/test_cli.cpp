@@ -93,6 +93,9 @@ TEST(Cli, BadArgumentsGiveClearErrors) {
   expect_error("logits --ids 1,2 --mode chunked:0 --out " + out, "unknown mode 'chunked:0'");
   expect_error("logits --ids 1,2 --mode full --prefill 1 --out " + out, "--prefill applies to --mode incremental");
   expect_error("logits --ids 1 --backend cuda --out " + out, "backend 'cuda' is not available");
+  expect_error("bench decode --layers 2", "bench decode needs the CUDA backend");
+  expect_error("bench decode --layers 44", "--layers");
+  expect_error("serve --backend cuda", "serve runs on the CPU backend only");
   expect_error("generate --synthetic huge", "unknown synthetic model 'huge'");
   expect_error("generate --temperature -1", "temperature must be");
   expect_error("logits --model " + (tmp / "nowhere").string() + " --ids 1 --out " + out, "nowhere");
