@@ -42,6 +42,7 @@ std::filesystem::path tokenizer_path(const ServeOptions& o) {
 
 void run(ServeOptions o) {
   if (o.source.model_dir.empty() && o.source.synthetic.empty()) o.source.synthetic = "tiny-chat";
+  if (!o.source.dump_topk_rows.empty()) throw Error("--dump-topk-rows applies to logits and generate");
   if (o.source.backend != "cpu")
     throw Error("serve runs on the CPU backend only for now (the CUDA backend serves `frank logits` and "
                 "`frank generate`)");

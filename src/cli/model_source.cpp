@@ -23,6 +23,9 @@ void ModelSource::add_options(CLI::App& app) {
   app.add_option("--weights-dtype", weights_dtype,
                  "cuda: Linear weights in device memory as bf16 (fp32 accumulation) or fp32 (exactness checks)")
       ->capture_default_str();
+  app.add_option("--dump-topk-rows", dump_topk_rows,
+                 "write every indexer score row of the run to DIR/topk-rows.bin (CPU backend; for frank_topk_check "
+                 "--rows)");
 }
 
 std::unique_ptr<engine::Model> ModelSource::load() const {
@@ -54,7 +57,12 @@ struct Backend::Gpu {
 struct Backend::Gpu {};
 #endif
 
-Backend::Backend(const engine::Model& model, const ModelSource& source) : model_(model) {
+Backend::Backend(engine::Model& model, const ModelSource& source) : model_(model) {
+  if (!source.dump_topk_rows.empty()) {
+    if (source.backend != "cpu") throw Error("--dump-topk-rows: only the CPU backend dumps score rows for now");
+    dump_ = std::make_unique<engine::TopkRowDump>(source.dump_topk_rows);
+    model_.dump_topk_rows(dump_.get());
+  }
 #ifdef FRANK_WITH_CUDA
   if (source.backend == "cuda")
     gpu_ = std::make_unique<Gpu>(model, cuda::parse_weight_type(source.weights_dtype));
@@ -63,7 +71,10 @@ Backend::Backend(const engine::Model& model, const ModelSource& source) : model_
 #endif
 }
 
-Backend::~Backend() = default;
+Backend::~Backend() {
+  model_.dump_topk_rows(nullptr);
+  if (dump_) std::cerr << fmt::format("{} indexer score rows written to {}\n", dump_->rows(), dump_->path().string());
+}
 
 bool Backend::is_cpu() const { return gpu_ == nullptr; }
 

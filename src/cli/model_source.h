@@ -18,6 +18,7 @@ struct ModelSource {
   uint64_t seed = 0;
   std::string backend = "cpu";
   std::string weights_dtype = "bf16";
+  std::string dump_topk_rows;  // a directory: the indexer's score rows of the run (CPU backend)
 
   void add_options(CLI::App& app);
   // Loads the model (on the host; a GPU backend uploads from it); prints a warning for checkpoint
@@ -28,16 +29,20 @@ struct ModelSource {
 // The backend a command computes on: the CPU reference, or the GPU (builds with -DFRANK_CUDA=ON).
 class Backend {
  public:
-  Backend(const engine::Model& model, const ModelSource& source);
+  // Also starts the --dump-topk-rows dump when asked for.
+  Backend(engine::Model& model, const ModelSource& source);
   ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
   bool is_cpu() const;
   // A fresh session on this backend.
   std::unique_ptr<engine::SessionRunner> new_runner();
 
  private:
   struct Gpu;
-  const engine::Model& model_;
+  engine::Model& model_;
   std::unique_ptr<Gpu> gpu_;
+  std::unique_ptr<engine::TopkRowDump> dump_;
 };
 
 // "5,17,3" -> {5, 17, 3}; throws frank::Error on anything that is not a comma-separated list of

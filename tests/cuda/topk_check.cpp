@@ -3,6 +3,8 @@
 //   frank_topk_check [--seed S] [--random N]   all checks; exit 1 on any mismatch
 //   frank_topk_check --small                   a few small cases (for compute-sanitizer)
 //   frank_topk_check --bench [--launches N]    the benchmark tables (topk_bench.cpp)
+//   frank_topk_check --rows FILE               the score rows of a real run (frank logits|generate
+//                                              --dump-topk-rows DIR writes DIR/topk-rows.bin)
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "cuda_util.h"
 #include "frank/cuda/topk.cuh"
 #include "frank/engine/indexer.h"
+#include "frank/engine/topk_row_dump.h"
 #include "topk_bench.h"
 #include "topk_cases.h"
 
@@ -61,9 +64,10 @@ void report_mismatch(const Case& c, const Variant& v, const std::vector<float>& 
   }
 }
 
-// Runs every variant on the case; tallies one pass or fail per variant.
-void check_case(const Case& c, std::map<std::string, std::array<Tally, kNumVariants>>& tally) {
-  const std::vector<float> scores = make_scores(c);
+using Tallies = std::map<std::string, std::array<Tally, kNumVariants>>;
+
+// Runs every variant on the case's scores; tallies one pass or fail per variant.
+void check_scores(const Case& c, const std::vector<float>& scores, Tallies& tally) {
   const std::vector<int32_t> want = reference(c, scores);
   DeviceBuffer<float> d_scores(scores.size());
   DeviceBuffer<int32_t> d_out(want.size());
@@ -99,9 +103,7 @@ void print_device() {
               p.multiProcessorCount, p.l2CacheSize >> 20, driver, runtime);
 }
 
-int run_checks(const std::vector<Case>& cases) {
-  std::map<std::string, std::array<Tally, kNumVariants>> tally;
-  for (const Case& c : cases) check_case(c, tally);
+int print_tally(const Tallies& tally, size_t cases) {
   int failed = 0;
   std::printf("%-8s", "group");
   for (const Variant& v : kVariants) std::printf(" %14s", v.name);
@@ -114,9 +116,23 @@ int run_checks(const std::vector<Case>& cases) {
     }
     std::printf("\n");
   }
-  std::printf("%s: %zu cases x %d variants, %d mismatches\n", failed ? "FAIL" : "PASS", cases.size(), kNumVariants,
-              failed);
+  std::printf("%s: %zu cases x %d variants, %d mismatches\n", failed ? "FAIL" : "PASS", cases, kNumVariants, failed);
   return failed ? 1 : 0;
+}
+
+int run_checks(const std::vector<Case>& cases) {
+  Tallies tally;
+  for (const Case& c : cases) check_scores(c, make_scores(c), tally);
+  return print_tally(tally, cases.size());
+}
+
+// Each dumped row of a real run is a one-row case.
+int run_dumped(const std::string& file) {
+  const auto rows = frank::engine::read_topk_rows(file);
+  Tallies tally;
+  for (const auto& row : rows)
+    check_scores(Case{"dumped", Dist::normal, 1, static_cast<int>(row.scores.size()), row.k, 0}, row.scores, tally);
+  return print_tally(tally, rows.size());
 }
 
 }  // namespace
@@ -127,6 +143,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 20261201;
   int random = 200, launches = 60;
   bool bench = false, small = false;
+  std::string rows;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--bench") {
@@ -137,16 +154,20 @@ int main(int argc, char** argv) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--random" && i + 1 < argc) {
       random = std::atoi(argv[++i]);
+    } else if (a == "--rows" && i + 1 < argc) {
+      rows = argv[++i];
     } else if (a == "--launches" && i + 1 < argc) {
       launches = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--small | --bench [--launches N]] [--seed S] [--random N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--small | --bench [--launches N] | --rows FILE] [--seed S] [--random N]\n",
+                   argv[0]);
       return 2;
     }
   }
   print_device();
   if (bench) return run_topk_bench(launches);
   if (small) return run_checks(small_cases(seed));
+  if (!rows.empty()) return run_dumped(rows);
   std::vector<Case> cases = edge_cases(seed);
   for (const Case& c : real_cases(seed + 100000)) cases.push_back(c);
   for (const Case& c : random_cases(seed + 200000, random)) cases.push_back(c);

@@ -8,6 +8,8 @@
 
 #include "../unit/safetensors_test_util.h"
 #include "fixture.h"
+#include "frank/engine/topk_row_dump.h"
+#include "frank/model/config.h"
 #include "run_frank.h"
 
 namespace frank::test {
@@ -35,6 +37,31 @@ TEST(Cli, LogitsContractIncremental) {
   ASSERT_TRUE(in && in.peek() == EOF) << "logits file has the wrong size";
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_LE(std::abs(got[i] - f.logits[i]), 1e-4 * std::max(1.0f, std::abs(f.logits[i]))) << "logit " << i;
+}
+
+// --dump-topk-rows writes one row per CSA query: at position p a CSA layer of ratio r sees the
+// (p+1)/r entries closed so far, and selects the config's index_topk of them.
+TEST(Cli, DumpTopkRowsWritesEveryIndexerRow) {
+  const Fixture f = load_fixture(fixture_root() / "tiny-v4");
+  TempDir tmp;
+  const auto r = run_frank(fmt::format("logits --model {} --ids {} --mode chunked:3 --dump-topk-rows {} --out {}",
+                                       f.dir.string(), join_ids(f.ids, f.ids.size()), (tmp / "rows").string(),
+                                       (tmp / "l.f32").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output();
+  const auto config = model::load_config(f.dir);
+  std::vector<std::pair<int64_t, int64_t>> want;  // (position, row length) per CSA layer and token, in call order
+  for (size_t begin = 0; begin < f.ids.size(); begin += 3)
+    for (int l = 0; l < config.num_layers; ++l)
+      if (config.attention[l] == model::AttentionKind::CompressedSparse)
+        for (size_t p = begin; p < std::min(begin + 3, f.ids.size()); ++p)
+          want.emplace_back(static_cast<int64_t>(p), static_cast<int64_t>(p + 1) / config.compress_ratio[l]);
+  const auto rows = engine::read_topk_rows(tmp / "rows" / "topk-rows.bin");
+  ASSERT_EQ(rows.size(), want.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].position, want[i].first) << "row " << i;
+    EXPECT_EQ(static_cast<int64_t>(rows[i].scores.size()), want[i].second) << "row " << i;
+    EXPECT_EQ(rows[i].k, config.index_topk);
+  }
 }
 
 TEST(Cli, GreedyGenerateStartsWithTransformersArgmax) {
@@ -96,6 +123,7 @@ TEST(Cli, BadArgumentsGiveClearErrors) {
   expect_error("bench decode --layers 2", "bench decode needs the CUDA backend");
   expect_error("bench decode --layers 44", "--layers");
   expect_error("serve --backend cuda", "serve runs on the CPU backend only");
+  expect_error("serve --dump-topk-rows " + (tmp / "rows").string(), "--dump-topk-rows applies to logits and generate");
   expect_error("generate --synthetic huge", "unknown synthetic model 'huge'");
   expect_error("generate --temperature -1", "temperature must be");
   expect_error("logits --model " + (tmp / "nowhere").string() + " --ids 1 --out " + out, "nowhere");

@@ -83,6 +83,7 @@ CpuOps::Selection CpuOps::index_select(const Tensor& q, const Tensor& w, const C
   for (int64_t t = 0; t < q.rows(); ++t) {
     const int64_t visible = (start + t + 1) / compressor.ratio();
     const auto scores = indexer_scores(q.row(t), w.row(t), heads, dim, keys.entries.data(), visible);
+    if (dump_ != nullptr) dump_->write(start + t, k, scores);
     selected.push_back(top_k_indices(scores, k));
   }
   return selected;

@@ -10,12 +10,16 @@
 #include "frank/engine/attention.h"
 #include "frank/engine/hyper_connection.h"
 #include "frank/engine/session.h"
+#include "frank/engine/topk_row_dump.h"
 #include "frank/model/weights.h"
 
 namespace frank::engine {
 
 class CpuOps {
  public:
+  // `dump`, when given, receives every indexer score row index_select selects from.
+  explicit CpuOps(TopkRowDump* dump = nullptr) : dump_(dump) {}
+
   using Array = Tensor;
   using Ids = std::vector<int32_t>;
   using Mix = std::vector<HyperConnectionMix>;             // one per token
@@ -58,6 +62,9 @@ class CpuOps {
   // Router, routed experts and shared expert; records the routed experts in state.last_call.
   Tensor moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x, const Ids& ids,
              LayerState& state) const;
+
+ private:
+  TopkRowDump* dump_;
 };
 
 }  // namespace frank::engine

@@ -67,7 +67,7 @@ Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits log
   if (session.layers.size() != static_cast<size_t>(config_.num_layers))
     throw Error("session was made for a different model");
   const int64_t n = static_cast<int64_t>(ids.size());
-  CpuOps ops;
+  CpuOps ops(topk_dump_);
   const std::vector<int32_t> tokens(ids.begin(), ids.end());
   Tensor out = model_forward(ops, config_, weights_, attention_, session.layers, session.position, tokens,
                              logits == Logits::Last ? n - 1 : 0, streams_out);

@@ -12,6 +12,7 @@
 #include "frank/engine/rope.h"
 #include "frank/engine/session.h"
 #include "frank/engine/session_checkpoint.h"
+#include "frank/engine/topk_row_dump.h"
 #include "frank/model/config.h"
 #include "frank/model/weights.h"
 
@@ -58,6 +59,10 @@ class Model {
   // max_position_embeddings from `position` (what every backend checks before a forward call).
   void check_call(int64_t position, std::span<const int32_t> ids) const;
 
+  // Every indexer score row of later forward calls goes to `dump` (null: none). Not thread-safe:
+  // for the commands that run one session.
+  void dump_topk_rows(TopkRowDump* dump) { topk_dump_ = dump; }
+
  private:
 
   model::ModelConfig config_;
@@ -65,6 +70,7 @@ class Model {
   RopeTable main_rope_, compress_rope_;
   std::vector<Attention> attention_;
   std::string fingerprint_;
+  TopkRowDump* topk_dump_ = nullptr;
 };
 
 }  // namespace frank::engine
