@@ -250,6 +250,16 @@ int check_embed(Random& rng, int D, int N) {
                 0.0);  // a copy: exact
 }
 
+// Split-K sums in a fixed order: a second run of an op on the same input gives the same bits.
+int check_rerun(const char* op, const std::string& shape, const std::vector<std::vector<float>>& runs,
+                const std::vector<std::vector<float>>& reruns) {
+  bool same = runs.size() == reruns.size();
+  for (size_t i = 0; same && i < runs.size(); ++i)
+    same = runs[i].size() == reruns[i].size() &&
+           std::memcmp(runs[i].data(), reruns[i].data(), runs[i].size() * sizeof(float)) == 0;
+  return report(op, (shape + " rerun bit-identical").c_str(), same ? 0.0 : 1.0, 0.0);
+}
+
 // Hyper-connection weights of a site (rows = (2+N)*N, 3 scales) or of the head (rows = N, 1 scale):
 // fn · RMS(x) has unit scale (fn entries of variance 1/K), so the sigmoids and the softmax see
 // logits of order one, neither saturated nor flat.
@@ -299,13 +309,18 @@ int check_hc_site(Random& rng, int N, int D, int n) {
   upload(d_scale, w.scale.data);
   upload(d_norm, norm);
   upload(d_sub, sublayer);
-  poison(d_mix);
-  poison(d_input);
-  finish(cuda::hc_pre(d_streams.get(), n, N, D, d_fn.get(), d_base.get(), d_scale.get(), c.hc_sinkhorn_iters,
-                      c.hc_eps, c.rms_norm_eps, d_norm.get(), d_mix.get(), d_input.get(), nullptr));
+  auto run_pre = [&] {
+    poison(d_mix);
+    poison(d_input);
+    finish(cuda::hc_pre(d_streams.get(), n, N, D, d_fn.get(), d_base.get(), d_scale.get(), c.hc_sinkhorn_iters,
+                        c.hc_eps, c.rms_norm_eps, d_norm.get(), d_mix.get(), d_input.get(), nullptr));
+    return std::vector<std::vector<float>>{download(d_mix), download(d_input)};
+  };
+  const auto got = run_pre();
   const std::string shape = format("N=%d D=%d n=%d", N, D, n);
-  int failures = report("hc_pre", (shape + " mix").c_str(), max_scaled_error(download(d_mix), want_mix), kTol);
-  failures += report("hc_pre", (shape + " input").c_str(), max_scaled_error(download(d_input), want_input), kTol);
+  int failures = report("hc_pre", (shape + " mix").c_str(), max_scaled_error(got[0], want_mix), kTol);
+  failures += report("hc_pre", (shape + " input").c_str(), max_scaled_error(got[1], want_input), kTol);
+  failures += check_rerun("hc_pre", shape, got, run_pre());
 
   // hc_post gets the reference's mix, so its check does not depend on hc_pre's.
   upload(d_mix, want_mix);
@@ -332,10 +347,16 @@ int check_hc_head(Random& rng, int N, int D, int n) {
   upload(d_base, w.base.data);
   upload(d_scale, w.scale.data);
   upload(d_norm, norm);
-  poison(d_out);
-  finish(cuda::hc_head(d_streams.get(), n, N, D, d_fn.get(), d_base.get(), d_scale.get(), c.hc_eps, c.rms_norm_eps,
-                       d_norm.get(), d_out.get(), nullptr));
-  return report("hc_head", format("N=%d D=%d n=%d", N, D, n).c_str(), max_scaled_error(download(d_out), want), kTol);
+  auto run_head = [&] {
+    poison(d_out);
+    finish(cuda::hc_head(d_streams.get(), n, N, D, d_fn.get(), d_base.get(), d_scale.get(), c.hc_eps,
+                         c.rms_norm_eps, d_norm.get(), d_out.get(), nullptr));
+    return std::vector<std::vector<float>>{download(d_out)};
+  };
+  const auto got = run_head();
+  const std::string shape = format("N=%d D=%d n=%d", N, D, n);
+  return report("hc_head", shape.c_str(), max_scaled_error(got[0], want), kTol) +
+         check_rerun("hc_head", shape, got, run_head());
 }
 
 // Arguments outside the contract are refused before any launch.
@@ -366,9 +387,19 @@ int check_dense_ops(uint64_t seed) {
   failures += check_rope_all(rng);
   failures += check_scale(rng);
   failures += check_embed(rng, 37, 3) + check_embed(rng, 4096, 4);
+  // Hyper-connections. Small shapes take the code paths the real one does not: unaligned K and D
+  // (one float per lane), D < (N+1)^2 and D = N (no room for split partials: one split, the
+  // finish kernel sums the squares), N = 8 (several column steps per lane and row groups per
+  // warp in the partials, two matrix elements per lane in Sinkhorn, 2 token groups), D = 4099
+  // (more collapse values than the finish block keeps in registers).
   failures += check_hc_site(rng, 2, 37, 3);
   failures += check_hc_head(rng, 2, 37, 3);
-  for (int n : {1, 3, 8, 13}) {
+  failures += check_hc_site(rng, 4, 16, 2);
+  failures += check_hc_head(rng, 3, 3, 2);
+  failures += check_hc_site(rng, 8, 1024, 9);
+  failures += check_hc_site(rng, 2, 4099, 2);
+  failures += check_hc_head(rng, 2, 4099, 2);
+  for (int n : {1, 3, 8, 13, 300}) {  // decode, verify, prefill
     failures += check_hc_site(rng, 4, 4096, n);
     failures += check_hc_head(rng, 4, 4096, n);
   }
