@@ -83,15 +83,19 @@ std::string format(const char* f, Args... args) {
 
 const char* type_name(cuda::WeightType wt) { return wt == cuda::WeightType::F32 ? "f32" : "bf16"; }
 
-// One linear launch: x columns [xo, xo + in) of rows of ldx, y columns [yo, yo + out) of rows of ldy.
+// One launch: x columns [xo, xo + groups*in) of rows of ldx, y columns [yo, yo + groups*rows) of
+// rows of ldy.
 struct LinearRun {
   int n;
   int64_t ldx, xo, ldy, yo;
 };
 
-// A random [out, in] weight of type wt (bf16: the reference gets the rounded values), run on each
-// of `runs`; y outside the written columns must keep its poison.
-int check_linear(Random& rng, cuda::WeightType wt, int64_t in, int64_t out, const std::vector<LinearRun>& runs) {
+// A random [groups*rows, in] weight of type wt (bf16: the reference gets the rounded values), run
+// on each of `runs` by linear (groups = 1) or linear_grouped; group g's reference is cpu::linear of
+// its rows on its `in` columns. y outside the written columns must keep its poison.
+int check_linear(Random& rng, cuda::WeightType wt, int groups, int64_t in, int64_t rows,
+                 const std::vector<LinearRun>& runs) {
+  const int64_t out = groups * rows;
   Tensor w({out, in}, rng.vec(static_cast<size_t>(out * in), -1.0f, 1.0f));
   const bool bf16 = wt == cuda::WeightType::BF16;
   DeviceBuffer<uint16_t> d_w16(bf16 ? w.data.size() : 0);
@@ -110,15 +114,21 @@ int check_linear(Random& rng, cuda::WeightType wt, int64_t in, int64_t out, cons
   int failures = 0;
   for (const LinearRun& r : runs) {
     const std::vector<float> x = rng.vec(static_cast<size_t>(r.n * r.ldx), -1.0f, 1.0f);
-    std::vector<float> packed(static_cast<size_t>(r.n * in)), want(static_cast<size_t>(r.n * out));
-    for (int t = 0; t < r.n; ++t)
-      std::copy_n(x.begin() + t * r.ldx + r.xo, in, packed.begin() + t * in);
-    frank::cpu::linear(packed.data(), r.n, w, want.data());
+    std::vector<float> want(static_cast<size_t>(r.n * out));
+    for (int g = 0; g < groups; ++g) {
+      Tensor wg({rows, in}, std::vector<float>(w.data.begin() + g * rows * in, w.data.begin() + (g + 1) * rows * in));
+      std::vector<float> packed(static_cast<size_t>(r.n * in)), yg(static_cast<size_t>(r.n * rows));
+      for (int t = 0; t < r.n; ++t) std::copy_n(x.begin() + t * r.ldx + r.xo + g * in, in, packed.begin() + t * in);
+      frank::cpu::linear(packed.data(), r.n, wg, yg.data());
+      for (int t = 0; t < r.n; ++t) std::copy_n(yg.begin() + t * rows, rows, want.begin() + t * out + g * rows);
+    }
 
     DeviceBuffer<float> d_x(x.size()), d_y(static_cast<size_t>(r.n * r.ldy));
     upload(d_x, x);
     poison(d_y);
-    finish(cuda::linear(d_x.get() + r.xo, r.ldx, r.n, dw, wt, out, in, d_y.get() + r.yo, r.ldy, nullptr));
+    finish(groups == 1 ? cuda::linear(d_x.get() + r.xo, r.ldx, r.n, dw, wt, out, in, d_y.get() + r.yo, r.ldy, nullptr)
+                       : cuda::linear_grouped(d_x.get() + r.xo, r.ldx, r.n, dw, wt, groups, rows, in, d_y.get() + r.yo,
+                                              r.ldy, nullptr));
     const std::vector<float> y = download(d_y);
     std::vector<float> got(want.size());
     bool untouched = true;
@@ -134,33 +144,66 @@ int check_linear(Random& rng, cuda::WeightType wt, int64_t in, int64_t out, cons
         }
       }
     const double err = untouched ? max_scaled_error(got, want) : INFINITY;
-    failures += report("linear", format("%s %lld->%lld n=%d ldx=%lld+%lld ldy=%lld+%lld", type_name(wt),
-                                        static_cast<long long>(in), static_cast<long long>(out), r.n,
-                                        static_cast<long long>(r.ldx), static_cast<long long>(r.xo),
-                                        static_cast<long long>(r.ldy), static_cast<long long>(r.yo))
-                                     .c_str(),
-                       err, kTol);
+    failures +=
+        report(groups == 1 ? "linear" : "linear_grouped",
+               format("%s %dx%lld->%lld n=%d ldx=%lld+%lld ldy=%lld+%lld", type_name(wt), groups,
+                      static_cast<long long>(in), static_cast<long long>(rows), r.n, static_cast<long long>(r.ldx),
+                      static_cast<long long>(r.xo), static_cast<long long>(r.ldy), static_cast<long long>(r.yo))
+                   .c_str(),
+               err, kTol);
   }
   return failures;
 }
 
+// Shapes pick the kernel's paths: `in` split in 8 parts (4096 -> 512 or 1024), 4 (8192 -> 4096),
+// 2 (1024 -> 8192), 1 (1024 -> 32768); 1032 -> 293 has a short last part (bf16: 2 parts) or an
+// empty one (fp32: 4), a last warp with rows past the end and (bf16) a last block with idle warps.
+// Token counts 1, 2, 4, 8 (and 3: 4 with one unused) take one pass, 13 two; unaligned slices and
+// groups of rows not a multiple of 4 take the scalar path.
 int check_linear_all(Random& rng) {
   int failures = 0;
   for (cuda::WeightType wt : {cuda::WeightType::F32, cuda::WeightType::BF16}) {
-    for (auto [in, out] : {std::pair<int64_t, int64_t>{37, 19}, {4096, 1024}, {1024, 32768}}) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{37, 19},
+                           {4096, 512},
+                           {4096, 1024},
+                           {8192, 4096},
+                           {1024, 8192},
+                           {1032, 293},
+                           {1024, 32768}}) {
       std::vector<LinearRun> runs;
-      for (int n : {1, 3, 8, 13}) runs.push_back({n, in, 0, out, 0});
-      failures += check_linear(rng, wt, in, out, runs);
+      for (int n : {1, 2, 3, 4, 8, 13}) runs.push_back({n, in, 0, out, 0});
+      failures += check_linear(rng, wt, 1, in, out, runs);
     }
-    // The grouped output projection: group 3 of 8 reads columns 3*4096.. of [n, 32768] and writes
+    // A slice of the output projection's input, columns 3*4096.. of [n, 32768], written to columns
     // 5*1024.. of [n, 8192]. Then an odd slice (unaligned rows: the scalar path).
     failures +=
-        check_linear(rng, wt, 4096, 1024, {{3, 32768, 3 * 4096, 8192, 5 * 1024}, {13, 32768, 0, 8192, 7 * 1024}});
-    failures += check_linear(rng, wt, 37, 19, {{3, 45, 5, 23, 2}, {9, 45, 8, 19, 0}});
+        check_linear(rng, wt, 1, 4096, 1024, {{3, 32768, 3 * 4096, 8192, 5 * 1024}, {13, 32768, 0, 8192, 7 * 1024}});
+    failures += check_linear(rng, wt, 1, 37, 19, {{3, 45, 5, 23, 2}, {9, 45, 8, 19, 0}});
+    // The grouped output projection: 8 groups of 1024 rows over [n, 32768] into [n, 8192], then
+    // inside wider rows. Small groups on the 16-byte path (and, x unaligned, the scalar one), and
+    // groups of 5 rows (the scalar path).
+    failures += check_linear(
+        rng, wt, 8, 4096, 1024,
+        {{1, 32768, 0, 8192, 0}, {4, 32768, 0, 8192, 0}, {13, 32768, 0, 8192, 0}, {3, 32768 + 8, 4, 8192 + 7, 3}});
+    failures += check_linear(rng, wt, 3, 40, 12,
+                             {{1, 120, 0, 36, 0}, {5, 128, 8, 40, 4}, {13, 120, 0, 36, 0}, {2, 125, 1, 36, 0}});
+    failures += check_linear(rng, wt, 2, 37, 5, {{3, 80, 3, 11, 1}, {9, 74, 0, 10, 0}});
   }
   // The head: vocab x hidden (bf16 only: 1 GB of weights).
   failures +=
-      check_linear(rng, cuda::WeightType::BF16, 4096, 129280, {{1, 4096, 0, 129280, 0}, {3, 4096, 0, 129280, 0}});
+      check_linear(rng, cuda::WeightType::BF16, 1, 4096, 129280, {{1, 4096, 0, 129280, 0}, {3, 4096, 0, 129280, 0}});
+  // Arguments outside the contract of linear_grouped are refused before any launch.
+  DeviceBuffer<float> d(4096);
+  float* p = d.get();
+  const auto refused = [](const char* what, cudaError_t e) {
+    return report("linear_grouped", what, e == cudaErrorInvalidValue ? 0.0 : 1.0, 0.0);
+  };
+  failures +=
+      refused("groups = 0 refused", cuda::linear_grouped(p, 32, 1, p, cuda::WeightType::F32, 0, 4, 16, p, 8, nullptr));
+  failures += refused("ldx < groups*in refused",
+                      cuda::linear_grouped(p, 16, 1, p, cuda::WeightType::F32, 2, 4, 16, p, 8, nullptr));
+  failures += refused("ldy < groups*rows refused",
+                      cuda::linear_grouped(p, 32, 1, p, cuda::WeightType::F32, 2, 4, 16, p, 7, nullptr));
   return failures;
 }
 

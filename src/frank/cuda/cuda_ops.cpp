@@ -111,15 +111,13 @@ CudaOps::Array CudaOps::grouped_linear(const Array& x, const LinearWeight& w, in
   const ScopedOp timed(profile_, profile_ ? fmt::format("grouped_linear {}x{}", w.rows(), w.cols()) : "", stream_);
   const DeviceWeights::Linear& l = w_.linear(w);
   const int64_t R = l.rows / groups, group_in = x.cols() / groups;
-  if (group_in != l.cols) throw Error("CUDA grouped linear: group width does not match the weight");
+  if (group_in != l.cols || R * groups != l.rows)
+    throw Error("CUDA grouped linear: the groups do not divide the weight and the input alike");
   Array y({x.rows(), l.rows}, stream_);
   count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
-  for (int g = 0; g < groups; ++g) {
-    const void* rows = static_cast<const char*>(l.data) + static_cast<size_t>(g * R * l.cols) * l.element_bytes();
-    check(cuda::linear(x.data() + g * group_in, x.cols(), static_cast<int>(x.rows()), rows, l.type, R, l.cols,
-                       y.data() + g * R, l.rows, stream_),
-          "grouped_linear");
-  }
+  check(cuda::linear_grouped(x.data(), x.cols(), static_cast<int>(x.rows()), l.data, l.type, groups, R, l.cols,
+                             y.data(), l.rows, stream_),
+        "grouped_linear");
   return y;
 }
 

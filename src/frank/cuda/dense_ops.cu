@@ -1,9 +1,15 @@
-// Dense ops of the forward pass (contract in ops.cuh): linear, rms_norm, rope, scale, embed_streams.
+// Dense ops of the forward pass (contract in ops.cuh): linear, linear_grouped, rms_norm, rope, scale,
+// embed_streams.
 //
-// linear is a GEMV for a few tokens: a warp owns R output rows and walks them once with 16-byte
-// loads, applying every weight it loads to up to kTokens tokens held in registers, so for decode
-// (n <= 8) each weight element is read once. More tokens are taken in groups of kTokens; a group
-// re-reads the warp's rows, which the previous group has just brought into L1/L2.
+// linear and linear_grouped are GEMVs for a few tokens, bound by reading the weights once. A warp
+// owns R = 4 consecutive output rows (each activation load serves 4 rows) and one of P parts of the
+// `in` dimension; a block's 8 warps are 8/P row groups times P parts, so a small `out` still puts
+// enough warps, and loads, in flight to keep HBM busy. The P partial sums of a row are added in
+// shared memory in a fixed order (deterministic). Lanes take consecutive 16-byte chunks of a row
+// (coalesced) and issue kUnroll x R weight loads before using any. Tokens are taken NT at a time
+// (NT = 1, 2, 4 or 8, a template argument, so one token keeps few registers); each loaded weight
+// is applied to all of them, so for n <= 8 every weight is read once. More tokens take further
+// passes over the warp's rows, which the previous pass has just brought into L2.
 #include <algorithm>
 #include <cstdint>
 
@@ -12,14 +18,39 @@
 namespace frank::cuda {
 namespace {
 
-constexpr int kTokens = 8;       // tokens per pass over a weight row
-constexpr int kLinearWarps = 8;  // warps per linear block
-constexpr int kThreads = 256;    // threads per block of the element-wise kernels
+constexpr int kTokens = 8;          // most tokens per pass over a weight row
+constexpr int kLinearWarps = 8;     // warps per linear block
+constexpr int kRows = 4;            // rows per warp on the 16-byte path
+constexpr int kUnroll = 2;          // 32-lane steps of a row whose loads a lane issues together
+constexpr int kTargetWarps = 4096;  // about 31 warps per SM of an H200 (132 SMs)
+constexpr int kThreads = 256;       // threads per block of the element-wise kernels
 constexpr int kNormThreads = 512;
 
 __device__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
+}
+
+// Sums v[0..M) over the warp, M a power of two <= 32: each step hands half of the values a lane
+// still holds to its partner and adds the other half (M - 1 + log2(32 / M) shuffles instead of
+// 5 M); lane l ends with the total of v[l / (32 / M)].
+template <int M, int Off = 16>
+__device__ __forceinline__ float reduce_scatter(float* v, int lane) {
+  if constexpr (Off == 0) {
+    return v[0];
+  } else if constexpr (M == 1) {
+    v[0] += __shfl_xor_sync(0xffffffffu, v[0], Off);
+    return reduce_scatter<1, Off / 2>(v, lane);
+  } else {
+    constexpr int H = M / 2;
+    const bool upper = lane & Off;  // keeps v[H..M), its partner v[0..H)
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+      const float mine = upper ? v[i + H] : v[i], theirs = upper ? v[i] : v[i + H];
+      v[i] = mine + __shfl_xor_sync(0xffffffffu, theirs, Off);
+    }
+    return reduce_scatter<H, Off / 2>(v, lane);
+  }
 }
 
 // Sum over the block; every thread gets it. `red` holds 32 floats of shared memory.
@@ -34,11 +65,8 @@ __device__ float block_sum(float v, float* red) {
   return s;
 }
 
-// V consecutive elements as fp32. V = 1 is a plain load; otherwise one 16-byte load (4 fp32 or
-// 8 bf16) or, for 8 activations, two. bf16 is the high half of an fp32, element 2i in the low
-// half of word i (little-endian).
+// V consecutive activations as fp32: one plain load, one 16-byte load, or (8 values) two.
 __device__ void load(const float* p, float (&v)[1]) { v[0] = __ldg(p); }
-__device__ void load(const uint16_t* p, float (&v)[1]) { v[0] = __uint_as_float(uint32_t{__ldg(p)} << 16); }
 __device__ void load(const float* p, float (&v)[4]) {
   const float4 a = __ldg(reinterpret_cast<const float4*>(p));
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
@@ -47,73 +75,169 @@ __device__ void load(const float* p, float (&v)[8]) {
   const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
-__device__ void load(const uint16_t* p, float (&v)[8]) {
-  const uint4 a = __ldg(reinterpret_cast<const uint4*>(p));
-  const uint32_t words[4] = {a.x, a.y, a.z, a.w};
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = __uint_as_float(words[i] << 16);
-    v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
+
+// 16 bytes of weights, each used once: read-only, not kept in L1 (which keeps the activations),
+// and with the L2 fetching the 256-byte block around them (the warp reads the rest next).
+__device__ uint4 load_stream(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
 }
 
-// y[t, o] for the warp's R rows (o = row0 ..), all tokens: lane l takes elements l*V .. of each
-// 32*V-wide step of the row, then the warp sums the lanes' partial dot products.
-template <class W, int V, int R>
-__global__ void __launch_bounds__(kLinearWarps * 32)
-    linear_kernel(const float* __restrict__ x, int64_t ldx, int n, const W* __restrict__ w, int64_t out, int64_t in,
-                  float* __restrict__ y, int64_t ldy) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row0 = (int64_t{blockIdx.x} * kLinearWarps + threadIdx.x / 32) * R;
-  if (row0 >= out) return;
-  // Rows past the end read the last row again; their sums are not written.
+__device__ float to_float(float v) { return v; }
+__device__ float to_float(uint16_t v) { return __uint_as_float(uint32_t{v} << 16); }
+
+// V weights of type W as loaded (`bits`), then as fp32. A 16-byte chunk holds 4 fp32 or 8 bf16;
+// bf16 is the high half of an fp32, element 2i in the low half of word i (little-endian).
+template <class W, int V>
+struct Chunk {
+  W bits;  // V = 1
+  __device__ void load(const W* p) { bits = __ldg(p); }
+  __device__ void unpack(float (&v)[1]) const { v[0] = to_float(bits); }
+};
+template <>
+struct Chunk<float, 4> {
+  uint4 bits;
+  __device__ void load(const float* p) { bits = load_stream(p); }
+  __device__ void unpack(float (&v)[4]) const {
+    v[0] = __uint_as_float(bits.x), v[1] = __uint_as_float(bits.y);
+    v[2] = __uint_as_float(bits.z), v[3] = __uint_as_float(bits.w);
+  }
+};
+template <>
+struct Chunk<uint16_t, 8> {
+  uint4 bits;
+  __device__ void load(const uint16_t* p) { bits = load_stream(p); }
+  __device__ void unpack(float (&v)[8]) const {
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(words[i] << 16);
+      v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+};
+
+// out = groups * group_rows rows of `in` weights; row o belongs to group o / group_rows, which
+// reads x columns (o / group_rows) * in ..; y column o (one group: a plain linear).
+struct LinearArgs {
+  const float* x;
+  int64_t ldx;
+  int n;
+  const void* w;
+  int64_t out, in, group_rows;
+  float* y;
+  int64_t ldy;
+};
+
+// y[t, o] for the warp's R rows (o = row0 ..; all in one group) over its part of `in`: lane l
+// takes chunks part_begin + l, + 32, ... of V elements; rows past the end read the last row again
+// and are not written.
+template <class W, int V, int R, int P, int NT>
+__global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs a) {
+  constexpr int kGroups = kLinearWarps / P;  // row groups per block
+  constexpr int M = R * NT;                  // sums per warp: acc[r * NT + t]
+  static_assert(M <= 32 && (M & (M - 1)) == 0, "a warp's sums must be a power of two <= 32");
+  __shared__ float partial[P > 1 ? kLinearWarps : 1][M];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, part = warp % P;
+  const int64_t row0 = (int64_t{blockIdx.x} * kGroups + warp / P) * R;
+  const bool live = row0 < a.out;
   const W* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = w + (row0 + r < out ? row0 + r : out - 1) * in;
-  for (int t0 = 0; t0 < n; t0 += kTokens) {
-    const int nt = n - t0 < kTokens ? n - t0 : kTokens;
-    const float* xt = x + t0 * ldx;
-    float acc[R][kTokens] = {};
-    for (int64_t k = int64_t{lane} * V; k < in; k += 32 * V) {
-      float wv[R][V];
+  for (int r = 0; r < R; ++r) rows[r] = static_cast<const W*>(a.w) + (row0 + r < a.out ? row0 + r : a.out - 1) * a.in;
+  const float* x = a.x + (live ? row0 / a.group_rows : 0) * a.in;
+  // The warp's part of the row in chunks of V: a multiple of 32 chunks (the last part may be short).
+  const int64_t chunks = a.in / V, per = (chunks + 32 * P - 1) / (32 * P) * 32;
+  const int64_t begin = live ? part * per : chunks, end = begin + per < chunks ? begin + per : chunks;
+  for (int t0 = 0; t0 < a.n; t0 += NT) {
+    const int nt = a.n - t0 < NT ? a.n - t0 : NT;
+    const float* xt = x + t0 * a.ldx;
+    float acc[M] = {};
+    for (int64_t c = begin + lane; c < end; c += 32 * kUnroll) {
+      Chunk<W, V> wc[kUnroll][R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) load(rows[r] + k, wv[r]);
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        if (t >= nt) break;
-        float xv[V];
-        load(xt + t * ldx + k, xv);
+      for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
         for (int r = 0; r < R; ++r)
+          if (c + 32 * u < end) wc[u][r].load(rows[r] + (c + 32 * u) * V);
 #pragma unroll
-          for (int v = 0; v < V; ++v) acc[r][t] = fmaf(wv[r][v], xv[v], acc[r][t]);
+      for (int u = 0; u < kUnroll; ++u) {
+        if (c + 32 * u >= end) break;
+        const int64_t k = (c + 32 * u) * V;
+        float wv[R][V];
+#pragma unroll
+        for (int r = 0; r < R; ++r) wc[u][r].unpack(wv[r]);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          if (t >= nt) break;
+          float xv[V];
+          load(xt + t * a.ldx + k, xv);
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[r * NT + t] = fmaf(wv[r][v], xv[v], acc[r * NT + t]);
+        }
       }
     }
-    // Every lane ends with every sum; lane r*kTokens + t writes (row0 + r, t0 + t).
+    // Lane l holds the warp's sum i = l / (32 / M), i.e. row row0 + i / NT, token t0 + i % NT.
+    const float s = reduce_scatter<M>(acc, lane);
+    const int i = lane / (32 / M);
+    const bool first = lane % (32 / M) == 0;
+    if constexpr (P == 1) {
+      const int64_t row = row0 + i / NT;
+      if (first && live && i % NT < nt && row < a.out) a.y[(t0 + i % NT) * a.ldy + row] = s;
+    } else {
+      __syncthreads();  // the previous pass has read `partial`
+      if (first) partial[warp][i] = s;
+      __syncthreads();
+      // Thread g * M + i adds sum i of row group g over the parts in order.
+      if (threadIdx.x < kGroups * M) {
+        const int g = threadIdx.x / M, j = threadIdx.x % M;
+        float sum = partial[g * P][j];
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        const float s = warp_sum(acc[r][t]);
-        if (lane == r * kTokens + t && t < nt && row0 + r < out) y[(t0 + t) * ldy + row0 + r] = s;
+        for (int p = 1; p < P; ++p) sum += partial[g * P + p][j];
+        const int64_t row = (int64_t{blockIdx.x} * kGroups + g) * R + j / NT;
+        if (j % NT < nt && row < a.out) a.y[(t0 + j % NT) * a.ldy + row] = sum;
       }
+    }
   }
 }
 
-template <class W, int V>
-cudaError_t launch_linear(const float* x, int64_t ldx, int n, const void* w, int64_t out, int64_t in, float* y,
-                          int64_t ldy, cudaStream_t stream) {
-  // Four rows a warp divide the activation loads by four; worth it when enough warps remain to
-  // keep the GPU's memory busy (out >= 8192 gives >= 2048 warps).
-  const W* wt = static_cast<const W*>(w);
-  if (V > 1 && out >= 8192) {
-    const int64_t blocks = (out + 4 * kLinearWarps - 1) / (4 * kLinearWarps);
-    linear_kernel<W, V, 4><<<static_cast<unsigned>(blocks), kLinearWarps * 32, 0, stream>>>(x, ldx, n, wt, out, in,
-                                                                                             y, ldy);
-  } else {
-    const int64_t blocks = (out + kLinearWarps - 1) / kLinearWarps;
-    linear_kernel<W, V, 1><<<static_cast<unsigned>(blocks), kLinearWarps * 32, 0, stream>>>(x, ldx, n, wt, out, in,
-                                                                                             y, ldy);
-  }
+template <class W, int V, int R, int P, int NT>
+cudaError_t launch_linear(const LinearArgs& a, cudaStream_t stream) {
+  const int64_t warps = (a.out + R - 1) / R, groups = kLinearWarps / P;
+  const auto blocks = static_cast<unsigned>((warps + groups - 1) / groups);
+  linear_kernel<W, V, R, P, NT><<<blocks, kLinearWarps * 32, 0, stream>>>(a);
   return cudaGetLastError();
+}
+
+// Tokens per pass: the power of two that holds min(n, 8).
+template <class W, int V, int R, int P>
+cudaError_t launch_tokens(const LinearArgs& a, cudaStream_t stream) {
+  if (a.n == 1) return launch_linear<W, V, R, P, 1>(a, stream);
+  if (a.n == 2) return launch_linear<W, V, R, P, 2>(a, stream);
+  if (a.n <= 4) return launch_linear<W, V, R, P, 4>(a, stream);
+  return launch_linear<W, V, R, P, kTokens>(a, stream);
+}
+
+// The 16-byte path. Parts per row double while the grid has fewer than kTargetWarps warps (a
+// small `out`: 1024 rows of 4096 take 8 parts, 2048 warps, each lane's 8 loads of the matrix in
+// flight at once) and every part keeps at least kUnroll full steps of 32 chunks.
+template <class W, int V>
+cudaError_t launch_vector(const LinearArgs& a, cudaStream_t stream) {
+  const int64_t warps = (a.out + kRows - 1) / kRows, chunks = a.in / V;
+  int parts = 1;
+  while (parts < kLinearWarps && warps * parts < kTargetWarps && chunks >= 2 * parts * 32 * kUnroll) parts *= 2;
+  switch (parts) {
+    case 1:
+      return launch_tokens<W, V, kRows, 1>(a, stream);
+    case 2:
+      return launch_tokens<W, V, kRows, 2>(a, stream);
+    case 4:
+      return launch_tokens<W, V, kRows, 4>(a, stream);
+    default:
+      return launch_tokens<W, V, kRows, kLinearWarps>(a, stream);
+  }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -174,20 +298,28 @@ __global__ void embed_streams_kernel(const int32_t* ids, int n, const float* tab
 
 }  // namespace
 
-cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int64_t out, int64_t in, float* y,
-                   int64_t ldy, cudaStream_t stream) {
-  if (!x || !w || !y || n < 0 || out < 1 || in < 1 || ldx < in || ldy < out) return cudaErrorInvalidValue;
+cudaError_t linear_grouped(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int groups, int64_t rows,
+                           int64_t in, float* y, int64_t ldy, cudaStream_t stream) {
+  if (!x || !w || !y || n < 0 || groups < 1 || rows < 1 || in < 1 || ldx < groups * in || ldy < groups * rows)
+    return cudaErrorInvalidValue;
   if (wt != WeightType::F32 && wt != WeightType::BF16) return cudaErrorInvalidValue;
+  const int64_t out = groups * rows;
   if ((out + kLinearWarps - 1) / kLinearWarps > 0x7fffffff) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  // 16-byte loads need every weight row and activation row to start 16-byte aligned.
+  const LinearArgs a{x, ldx, n, w, out, in, rows, y, ldy};
+  // 16-byte loads need every weight row, activation row and group slice to start 16-byte aligned,
+  // and a warp's 4 rows must share a group. Otherwise one row a warp, one element a lane.
   const int64_t per16 = wt == WeightType::F32 ? 4 : 8;
-  const bool vec = aligned16(w) && aligned16(x) && in % per16 == 0 && ldx % 4 == 0;
+  const bool vec =
+      aligned16(w) && aligned16(x) && in % per16 == 0 && ldx % 4 == 0 && (groups == 1 || rows % kRows == 0);
   if (wt == WeightType::F32)
-    return vec ? launch_linear<float, 4>(x, ldx, n, w, out, in, y, ldy, stream)
-               : launch_linear<float, 1>(x, ldx, n, w, out, in, y, ldy, stream);
-  return vec ? launch_linear<uint16_t, 8>(x, ldx, n, w, out, in, y, ldy, stream)
-             : launch_linear<uint16_t, 1>(x, ldx, n, w, out, in, y, ldy, stream);
+    return vec ? launch_vector<float, 4>(a, stream) : launch_linear<float, 1, 1, 1, kTokens>(a, stream);
+  return vec ? launch_vector<uint16_t, 8>(a, stream) : launch_linear<uint16_t, 1, 1, 1, kTokens>(a, stream);
+}
+
+cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int64_t out, int64_t in, float* y,
+                   int64_t ldy, cudaStream_t stream) {
+  return linear_grouped(x, ldx, n, w, wt, 1, out, in, y, ldy, stream);
 }
 
 cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, float eps, cudaStream_t stream) {

@@ -18,10 +18,16 @@ enum class WeightType { F32, BF16 };
 // ---- dense ops (dense_ops.cu) ---------------------------------------------------------------
 
 // y[t*ldy + o] = sum_i W[o*in + i] * x[t*ldx + i] for t < n, o < out. W is [out, in] row-major, of
-// type `wt`. Strides let a caller run a slice (the grouped output projection runs one launch per
-// group on column slices of x and y). cpu::linear.
+// type `wt`. Strides let a caller run on column slices of x and y. cpu::linear.
 cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int64_t out, int64_t in, float* y,
                    int64_t ldy, cudaStream_t stream);
+
+// The grouped output projection in one launch: group g < groups applies its `rows` rows of W to its
+// own `in` columns of x, y[t*ldy + g*rows + r] = sum_i W[(g*rows + r)*in + i] * x[t*ldx + g*in + i]
+// for t < n, r < rows. W is [groups*rows, in] row-major, of type `wt`; ldx >= groups*in,
+// ldy >= groups*rows. engine::CpuOps::grouped_linear.
+cudaError_t linear_grouped(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int groups, int64_t rows,
+                           int64_t in, float* y, int64_t ldy, cudaStream_t stream);
 
 // Each of `rows` contiguous rows of `width` values in place: x * 1/sqrt(mean(x^2) + eps), then
 // times weight[i] when weight is not null. cpu::rms_norm.
