@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -138,10 +139,48 @@ float round_bf16(float x) {
   return std::bit_cast<float>((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
 }
 
+// The output of moe_experts once more, on a stream of its own (where the down kernel overlaps the
+// end of gate_up), eagerly and replayed as a CUDA graph, with hidden and out overwritten first:
+// the number of values that differ in any bit from `first`.
+int rerun_differences(const std::vector<float>& first, const std::function<cudaError_t(cudaStream_t)>& run,
+                      DeviceBuffer<float>& hidden, DeviceBuffer<float>& out) {
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int differ = 0;
+  for (bool graph : {false, true}) {
+    CUDA_OK(cudaMemsetAsync(hidden.get(), 0x7f, hidden.size() * sizeof(float), stream));
+    CUDA_OK(cudaMemsetAsync(out.get(), 0xff, out.size() * sizeof(float), stream));
+    if (graph) {
+      cudaGraph_t g;
+      cudaGraphExec_t exec;
+      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      const cudaError_t e = run(stream);
+      CUDA_OK(cudaStreamEndCapture(stream, &g));
+      CUDA_OK(e);
+      CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
+      CUDA_OK(cudaGraphLaunch(exec, stream));
+      CUDA_OK(cudaStreamSynchronize(stream));
+      CUDA_OK(cudaGraphExecDestroy(exec));
+      CUDA_OK(cudaGraphDestroy(g));
+    } else {
+      CUDA_OK(run(stream));
+    }
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const std::vector<float> again = download(out, first.size());
+    for (size_t i = 0; i < first.size(); ++i)
+      differ += std::bit_cast<uint32_t>(again[i]) != std::bit_cast<uint32_t>(first[i]);
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+  return differ;
+}
+
 // One shape: tokens choose k experts (hash routing) from a pool of `pool` experts, distinct per
 // token or with repeats. Runs fp32 weights, then the same weights rounded to bf16, each for n =
-// every entry of ns (the first n tokens; the reference's rows are per token).
-int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, const std::vector<int>& ns) {
+// every entry of ns (the first n tokens; the reference's rows are per token), the last n also
+// rerun for bit-identical output. `misalign` starts every expert matrix 4 (fp32) or 2 (bf16) bytes
+// past a 16-byte boundary (the kernels' element-load path).
+int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, const std::vector<int>& ns,
+              bool misalign = false) {
   const int n_max = ns.back();
   const float limit = 10.0f;
   frank::model::ModelConfig c;
@@ -209,15 +248,18 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
     for (size_t i = 0; i < used.size(); ++i) {
       const int e = i < pool.size() ? pool[i] : E;
       const frank::LinearWeight* m[3] = {&used[i]->gate, &used[i]->up, &used[i]->down};
+      const size_t skip = misalign ? 1 : 0;  // leading elements before the matrix
       for (int q = 0; q < 3; ++q) {
         if (type == WeightType::F32) {
-          f32.push_back(upload(m[q]->dense.data));
-          tables[q][e] = f32.back()->get();
+          std::vector<float> values(skip, 0.0f);
+          values.insert(values.end(), m[q]->dense.data.begin(), m[q]->dense.data.end());
+          f32.push_back(upload(values));
+          tables[q][e] = f32.back()->get() + skip;
         } else {
-          std::vector<uint16_t> bits(m[q]->dense.data.size());
-          for (size_t j = 0; j < bits.size(); ++j) bits[j] = std::bit_cast<uint32_t>(m[q]->dense.data[j]) >> 16;
+          std::vector<uint16_t> bits(skip, 0);
+          for (float v : m[q]->dense.data) bits.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
           bf16.push_back(upload(bits));
-          tables[q][e] = bf16.back()->get();
+          tables[q][e] = bf16.back()->get() + skip;
         }
       }
     }
@@ -227,16 +269,22 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
     auto d_gate = upload(tables[0]), d_up = upload(tables[1]), d_down = upload(tables[2]);
     const frank::cuda::ExpertTables dev{d_gate->get(), d_up->get(), d_down->get(), type};
     for (int n : ns) {
+      const auto run = [&](cudaStream_t stream) {
+        return frank::cuda::moe_experts(d_x->get(), n, D, I, d_experts->get(), d_weights->get(), k, E, dev, limit,
+                                        d_hidden.get(), d_out.get(), stream);
+      };
       CUDA_OK(cudaMemset(d_out.get(), 0xff, d_out.size() * sizeof(float)));  // NaN where nothing is written
-      CUDA_OK(frank::cuda::moe_experts(d_x->get(), n, D, I, d_experts->get(), d_weights->get(), k, E, dev, limit,
-                                       d_hidden.get(), d_out.get(), nullptr));
+      CUDA_OK(run(nullptr));
       const std::vector<float> got = download(d_out, static_cast<size_t>(n) * D);
       const std::vector<float> ref(want.data.begin(), want.data.begin() + static_cast<ptrdiff_t>(n) * D);
       char what[128];
-      std::snprintf(what, sizeof what, "%s D=%d I=%d E=%d k=%d n=%d pool=%d%s clamp g%ld u%ld",
+      std::snprintf(what, sizeof what, "%s D=%d I=%d E=%d k=%d n=%d pool=%d%s%s clamp g%ld u%ld",
                     type == WeightType::F32 ? "f32" : "bf16", D, I, E, k, n, pool_size, distinct ? "" : " repeats",
-                    clamped_g, clamped_u);
+                    misalign ? " misaligned" : "", clamped_g, clamped_u);
       failures += report("moe_experts", what, max_scaled_error(got, ref), 1e-4);
+      if (n == ns.back())
+        failures += report("moe_experts", (std::string(what) + " rerun: bits differ").c_str(),
+                           rerun_differences(got, run, d_hidden, d_out), 0);
     }
   }
   if (clamped_g == 0 || clamped_u == 0) failures += report("moe_experts", "clamp not reached", 1, 0);
@@ -272,12 +320,16 @@ int check_moe_ops(uint64_t seed) {
                                               experts.get(), weights.get(), nullptr));
 
   // Small odd shapes: the scalar path (D, I not multiples of 4), two token groups, one expert
-  // chosen by many slots (more than a group's worth); then the vector path at a small shape.
+  // chosen by many slots (more than a group's worth); then the vector path at small shapes (rows
+  // shorter than a warp's 16-byte loads, partial units), also on misaligned matrices.
   failures += check_moe(r, 37, 19, 8, 3, 5, false, {3, 11});
   failures += check_moe(r, 37, 19, 8, 3, 1, false, {11});
   failures += check_moe(r, 96, 40, 8, 2, 8, true, {1, 13});
-  // DeepSeek-V4-Flash: tokens share experts from a pool of 12, as decode steps often do.
+  failures += check_moe(r, 64, 24, 8, 2, 4, true, {3, 9}, true);
+  // DeepSeek-V4-Flash: tokens share experts from a pool of 12, as decode steps often do (n = 1, 2,
+  // 4, 8: every token-count kernel); then all tokens choose the same 6 experts.
   failures += check_moe(r, 4096, 2048, 256, 6, 12, true, {1, 2, 4, 8});
+  failures += check_moe(r, 4096, 2048, 256, 6, 6, true, {3, 4});
   return failures;
 }
 

@@ -1,257 +1,304 @@
 // MoE experts (ops.cuh: moe_experts; reference engine::moe_forward), in two kernels over groups of
 // up to kGroup tokens:
-//   gate_up: hidden[t][s][r] = silu(min(gate_e[r]·x_t, limit)) * clamp(up_e[r]·x_t, -limit, limit)
-//            for every routed slot s < k (e = experts[t*k + s]) and the shared expert (s = k, e = E);
-//   down:    out[t][d] = sum_s weights[t*k + s] * (down_e[d]·hidden[t][s]) + down_E[d]·hidden[t][k].
-// A block first builds the group's plan: its distinct experts in order of first choice and, for
-// each, the slots that chose it. A warp then reads each weight row once and takes its dot product
-// with the vectors of all those slots (<= kGroup at a time, partial sums in registers), so at
-// decode (n <= 8) every expert's weights are read once per step. Expert ids outside [0, E) (a
-// token with fewer selectable experts than k gets -1 from route) are skipped.
+//   gate_up: hidden[(u, t)][r] = w_ut * silu(min(gate_u[r]·x_t, limit)) * clamp(up_u[r]·x_t, ±limit)
+//            for every expert u of the group and token t that chose it, w_ut its routing weight
+//            (1 for the shared expert, which every token takes);
+//   down:    out[t][d] = sum over t's pairs (u, t) of down_u[d]·hidden[(u, t)].
+// Each block first builds the group's plan (moe_plan.cuh): its distinct experts, the tokens of each
+// and their rows of `hidden` (one per pair, at most n*(k+1)). At decode every weight is then read
+// once, and every multiprocessor streams an equal share with many 16-byte loads in flight:
+//   - the grid is what fits on the GPU at once (no partial last wave); each block takes a
+//     contiguous run of units (a few output rows; for gate_up, of one expert), runs balanced to a
+//     unit, and its warps split each unit's reduction 8 ways (gate_up: D, or 4 ways with two
+//     units at a time; down: the I of all the group's experts end to end), so that every warp
+//     has the same work;
+//   - a warp loads all the unit's rows over its slice before the first use (8-16 loads of 16 bytes
+//     a lane), weights bypassing L1 so that the activations stay there, and keeps one partial sum
+//     per output row and token; a warp exchange sums them over the lanes and the block adds the 8
+//     warps' sums in a fixed order (no atomics: every run gives the same bits).
+// Both kernels are programmatic dependents of the kernel before them (route, then gate_up): their
+// blocks start while it ends; down's first weight loads go out before it waits for `hidden`.
 //
-// A faster design: one pass that sorts all n*k slots by expert (a histogram and scan), so larger n
-// reads each expert once too and blocks are spread over the experts actually used instead of
-// over (group, distinct expert) pairs; for prefill, tensor-core tiles (mma / wgmma) over each
-// expert's tokens; and FP4/FP8 expert weights read directly.
+// Left for later: tensor-core tiles (mma / wgmma) over each expert's tokens for prefill, and
+// FP4/FP8 expert weights read directly.
 #include <algorithm>
+#include <atomic>
+#include <type_traits>
 
+#include "frank/cuda/moe_plan.cuh"
 #include "frank/cuda/ops.cuh"
 
 namespace frank::cuda {
 namespace {
 
-constexpr int kGroup = 8;                  // tokens whose weight reads are shared
-constexpr int kMaxK = 16;                  // routed experts per token
-constexpr int kMaxSlots = kGroup * kMaxK;  // routed slots of a group
-constexpr int kWarps = 8;                  // a warp per output row
-constexpr int kThreads = 32 * kWarps;
-static_assert(kThreads >= kMaxSlots, "build_plan gives each slot a thread");
+using namespace moe;
 
-using bf16 = uint16_t;  // raw bfloat16 bits: the high half of an fp32
+constexpr int kPartFloats = 4096;  // shared memory for the warps' partial sums of a pass (16 KB)
+constexpr int kMaxDevices = 64;
 
-struct Plan {
-  int count;                 // distinct valid experts in the group
-  int expert[kMaxSlots];     // by distinct index, in order of first choice
-  int begin[kMaxSlots + 1];  // distinct expert u's slots: member[begin[u] .. begin[u+1])
-  int member[kMaxSlots];     // group slots j = (token - first token of the group) * k + s
-  int id[kMaxSlots];         // scratch: each slot's expert (-1: invalid)
-  int first[kMaxSlots];      // scratch: the first slot with the same expert (-1: invalid)
+// For TC tokens: rows per unit, the warps that share a gate/up unit's reduction (the block's other
+// warps take other units), and chunks (of 32*V columns) per load batch, chosen so that a warp has
+// 8-16 weight loads of 16 bytes in flight within 128 registers (2 blocks of 256 threads a
+// multiprocessor; sm_90a spills nothing in the loads' loops).
+template <int TC>
+struct Shape {
+  static constexpr int gate_rows = TC == 1 ? 4 : 2;               // output rows (a gate and an up row each)
+  static constexpr int gate_slices = TC == 2 || TC == 4 ? 4 : 8;  // D = 4096, bf16: 16, 16, 16, 8 loads
+  static constexpr int down_rows = TC == 8 ? 4 : 8;               // output rows
+  static constexpr int down_chunks = TC == 1 || TC == 8 ? 2 : 1;  // per batch: 8 * 2, 8, 8, 4 * 2 loads
 };
 
-// Every thread of the block calls it. Slot j's place in member[] is the number of valid slots
-// whose first slot is earlier, plus those with the same first slot that come before j.
-__device__ void build_plan(Plan& p, const int32_t* __restrict__ experts, int n, int k, int E, int group) {
-  const int j = threadIdx.x;
-  const int slots = min(kGroup, n - group * kGroup) * k;
-  int e = -1;
-  if (j < slots) {
-    e = experts[static_cast<size_t>(group) * kGroup * k + j];
-    if (e < 0 || e >= E) e = -1;
-  }
-  if (j < kMaxSlots) p.id[j] = e;
-  __syncthreads();
-  int first = -1;
-  if (e >= 0)
-    for (int i = 0; i <= j; ++i)
-      if (p.id[i] == e) {
-        first = i;
-        break;
-      }
-  if (j < kMaxSlots) p.first[j] = first;
-  const int valid = __syncthreads_count(e >= 0);
-  const bool owner = e >= 0 && first == j;
-  const int count = __syncthreads_count(owner);
-  if (e >= 0) {
-    int pos = 0, u = 0;
-    for (int i = 0; i < slots; ++i) {
-      const int f = p.first[i];
-      pos += f >= 0 && (f < first || (f == first && i < j));
-      u += f == i && i < j;
-    }
-    p.member[pos] = j;
-    if (owner) p.expert[u] = e, p.begin[u] = pos;
-  }
-  if (j == 0) p.count = count, p.begin[count] = valid;
-  __syncthreads();
-}
-
-// 16-byte loads: V weights of type T, or V activations (fp32).
-template <class T>
-constexpr int kVec = 16 / sizeof(T);
-
-__device__ void load_vec(const float* p, float* v) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p));
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-}
-__device__ void load_vec(const bf16* p, float* v) {
-  const uint4 a = __ldg(reinterpret_cast<const uint4*>(p));
-  const uint32_t w[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    v[2 * i] = __uint_as_float(w[i] << 16), v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-}
-__device__ float load_one(const float* p) { return __ldg(p); }
-__device__ float load_one(const bf16* p) { return __uint_as_float(static_cast<uint32_t>(__ldg(p)) << 16); }
-
-__device__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-// acc[r][c] = w[r] · xs[c] over len values for R weight rows and cnt <= kGroup vectors, summed over
-// the warp (every lane gets the sums). vec: len % kVec<T> == 0 and every row 16-byte aligned.
-template <class T, int R>
-__device__ void warp_dots(const T* const* w, const float* const* xs, int cnt, int len, bool vec,
-                          float (&acc)[R][kGroup]) {
-  const int lane = threadIdx.x % 32;
+// Columns [col, col + V) of a weight row (r) against the activations of TC tokens: acc[r * TC + t].
+template <class T, int V, int TC, int R, int M>
+__device__ void accumulate(const Weights<T, V> (&w)[R], const float (&a)[V], int t, float (&acc)[M]) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int c = 0; c < kGroup; ++c) acc[r][c] = 0.0f;
-  if (vec) {
-    constexpr int V = kVec<T>;
-#pragma unroll 2
-    for (int i = lane * V; i < len; i += 32 * V) {
-      float wv[R][V];
-#pragma unroll
-      for (int r = 0; r < R; ++r) load_vec(w[r] + i, wv[r]);
-#pragma unroll
-      for (int c = 0; c < kGroup; ++c) {
-        if (c >= cnt) break;
-        float xv[V];
-#pragma unroll
-        for (int q = 0; q < V; q += 4) load_vec(xs[c] + i + q, xv + q);
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-          for (int q = 0; q < V; ++q) acc[r][c] = fmaf(wv[r][q], xv[q], acc[r][c]);
-      }
-    }
-  } else {
-    for (int i = lane; i < len; i += 32) {
-      float wv[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) wv[r] = load_one(w[r] + i);
-#pragma unroll
-      for (int c = 0; c < kGroup; ++c) {
-        if (c >= cnt) break;
-        const float xv = __ldg(xs[c] + i);
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][c] = fmaf(wv[r], xv, acc[r][c]);
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int c = 0; c < kGroup; ++c)
-      if (c < cnt)
-        for (int offset = 16; offset > 0; offset /= 2) acc[r][c] += __shfl_xor_sync(0xffffffffu, acc[r][c], offset);
+    for (int q = 0; q < V; ++q) acc[r * TC + t] = fmaf(w[r].at(q), a[q], acc[r * TC + t]);
 }
 
-// The slots one warp serves with one weight row: the shared expert's (every token of the group,
-// slot k) when u < 0, else distinct expert u's members.
-struct Slots {
-  int begin, count;
-  __device__ Slots(const Plan& p, int u, int tokens) {
-    begin = u < 0 ? 0 : p.begin[u];
-    count = u < 0 ? tokens : p.begin[u + 1] - p.begin[u];
-  }
-  // Token (within the group) and slot of entry i; routed entries index the plan's member list.
-  __device__ int token(const Plan& p, int u, int i, int k) const { return u < 0 ? i : p.member[begin + i] / k; }
-  __device__ int slot(const Plan& p, int u, int i, int k) const { return u < 0 ? k : p.member[begin + i] % k; }
-};
-
-// grid (rows of I / kWarps, groups, 1 + distinct experts bound): z = 0 is the shared expert.
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    gate_up_kernel(const float* __restrict__ x, int n, int D, int I, const int32_t* __restrict__ experts, int k, int E,
-                   const void* const* gate, const void* const* up, float limit, float* __restrict__ hidden) {
+// grid (blocks per group, groups). Unit = (expert u, output rows r0 .. r0 + R). The warps form
+// teams of S; a team takes every (8/S)-th unit of the block's run, and its warp s sums over slice s
+// of D's chunks of 32*V columns.
+template <class T, int V, int TC>
+__global__ void __launch_bounds__(kThreads, 2)
+    gate_up_kernel(const float* __restrict__ x, int n, int D, int I, const int32_t* __restrict__ experts,
+                   const float* __restrict__ weights, int k, int E, const void* const* gate, const void* const* up,
+                   float limit, float* __restrict__ hidden) {
+  constexpr int R = Shape<TC>::gate_rows, M = 2 * R * TC, S = Shape<TC>::gate_slices, kTeams = kWarps / S;
+  constexpr int kChunks = 16 / S, kUnits = kPartFloats / (S * M);
   __shared__ Plan p;
-  const int group = blockIdx.y, u = static_cast<int>(blockIdx.z) - 1;
-  if (u >= 0) {
-    build_plan(p, experts, n, k, E, group);
-    if (u >= p.count) return;
-  }
-  const int r = blockIdx.x * kWarps + threadIdx.x / 32;
-  if (r >= I) return;
-  const int e = u < 0 ? E : p.expert[u];
-  const T* gate_e = static_cast<const T*>(gate[e]);
-  const T* up_e = static_cast<const T*>(up[e]);
-  const bool vec = D % kVec<T> == 0 && aligned16(gate_e) && aligned16(up_e) && aligned16(x);
-  const T* const rows[2] = {gate_e + static_cast<size_t>(r) * D, up_e + static_cast<size_t>(r) * D};
-  const int tokens = min(kGroup, n - group * kGroup);
-  const Slots slots(p, u, tokens);
-  for (int i0 = 0; i0 < slots.count; i0 += kGroup) {
-    const int cnt = min(kGroup, slots.count - i0);
-    const float* xs[kGroup];
+  __shared__ float part[kUnits][S][M];  // [unit of the pass][slice][(2r + up) * TC + t]
+  const int group = blockIdx.y, slice = threadIdx.x / 32 % S, team = threadIdx.x / 32 / S, lane = threadIdx.x % 32;
+  cudaGridDependencySynchronize();  // the previous kernel (route) has written experts and weights
+  build_plan(p, experts, weights, n, k, E, group, gate, up);
+  cudaTriggerProgrammaticLaunchCompletion();  // the down kernel may take the multiprocessors we leave
+  const int row_units = (I + R - 1) / R, units = p.count * row_units;
+  const int begin = static_cast<int>(int64_t{units} * blockIdx.x / gridDim.x);
+  const int end = static_cast<int>(int64_t{units} * (blockIdx.x + 1) / gridDim.x);
+  const int chunks = (D + 32 * V - 1) / (32 * V), c0 = chunks * slice / S, c1 = chunks * (slice + 1) / S;
+  const float* xg = x + static_cast<size_t>(group) * kGroup * D;
+  float* hg = hidden + static_cast<size_t>(group) * kGroup * (k + 1) * I;
+  // One copy of the loop for 16-byte loads, one for element loads (misaligned matrices).
+  const auto passes = [&](auto aligned) {
+    for (int pass = begin; pass < end; pass += kUnits) {
+      const int pass_units = min(kUnits, end - pass);
+      for (int i = team; i < pass_units; i += kTeams) {
+        const int u = (pass + i) / row_units, r0 = (pass + i) % row_units * R;
+        const T* g = static_cast<const T*>(p.w[0][u]);
+        const T* v = static_cast<const T*>(p.w[1][u]);
+        const uint32_t mask = p.mask[u];
+        float acc[M] = {};
+        for (int c = c0; c < c1; c += kChunks) {
+          Weights<T, V> w[kChunks][2 * R];
+          int col[kChunks];
+          bool ok[kChunks];
 #pragma unroll
-    for (int c = 0; c < kGroup; ++c)
-      xs[c] = x + static_cast<size_t>(group * kGroup + (c < cnt ? slots.token(p, u, i0 + c, k) : 0)) * D;
-    float acc[2][kGroup];
-    warp_dots<T, 2>(rows, xs, cnt, D, vec, acc);
+          for (int j = 0; j < kChunks; ++j) {
+            col[j] = (c + j) * 32 * V + lane * V;
+            ok[j] = c + j < c1 && col[j] < D;
 #pragma unroll
-    for (int c = 0; c < kGroup; ++c) {
-      if (c >= cnt || c != threadIdx.x % 32) continue;  // lane c stores entry c
-      // std::min and std::clamp's comparisons (a NaN passes through, as in the reference).
-      const float g = acc[0][c], up_v = acc[1][c];
-      const float gv = limit < g ? limit : g, uv = up_v < -limit ? -limit : limit < up_v ? limit : up_v;
-      const size_t t = group * kGroup + slots.token(p, u, i0 + c, k);
-      hidden[(t * (k + 1) + slots.slot(p, u, i0 + c, k)) * I + r] = gv * (1.0f / (1.0f + expf(-gv))) * uv;
+            for (int r = 0; r < R; ++r) {
+              const size_t row = static_cast<size_t>(min(r0 + r, I - 1)) * D;  // past I: read again, not kept
+              w[j][2 * r] = load_weights<T, V, decltype(aligned)::value>(g + row, col[j], ok[j]);
+              w[j][2 * r + 1] = load_weights<T, V, decltype(aligned)::value>(v + row, col[j], ok[j]);
+            }
+          }
+#pragma unroll
+          for (int t = 0; t < TC; ++t) {
+            if (!(mask >> t & 1)) continue;
+#pragma unroll
+            for (int j = 0; j < kChunks; ++j) {
+              float a[V];
+              load_activations<V>(xg + static_cast<size_t>(t) * D, col[j], ok[j], a);
+              accumulate<T, V, TC>(w[j], a, t, acc);
+            }
+          }
+        }
+        const float s = warp_sums<M>(acc);
+        if (lane < M) part[i][slice][lane] = s;
+      }
+      __syncthreads();
+      for (int idx = threadIdx.x; idx < pass_units * R * TC; idx += kThreads) {
+        const int i = idx / (R * TC), r = idx / TC % R, t = idx % TC;
+        const int u = (pass + i) / row_units, row = (pass + i) % row_units * R + r;
+        if (row >= I || !(p.mask[u] >> t & 1)) continue;
+        float gs = 0.0f, us = 0.0f;
+        for (int w = 0; w < S; ++w) gs += part[i][w][2 * r * TC + t], us += part[i][w][(2 * r + 1) * TC + t];
+        // std::min and std::clamp's comparisons (a NaN passes through, as in the reference).
+        const float gv = limit < gs ? limit : gs, uv = us < -limit ? -limit : limit < us ? limit : us;
+        hg[static_cast<size_t>(hidden_row(p, u, t)) * I + row] = gv * (1.0f / (1.0f + expf(-gv))) * uv * p.weight[u][t];
+      }
+      __syncthreads();  // part is written again by the next pass
     }
-  }
+  };
+  if (p.misaligned)
+    passes(std::false_type{});
+  else
+    passes(std::true_type{});
 }
 
-// grid (rows of D / kWarps, groups). Lane c accumulates the output of the group's token c.
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    down_kernel(const float* __restrict__ hidden, int n, int D, int I, const int32_t* __restrict__ experts,
-                const float* __restrict__ weights, int k, int E, const void* const* down, float* __restrict__ out) {
+// grid (blocks per group, groups). Unit = output rows d0 .. d0 + R; warp w sums over its slice of
+// the chunks of 32*V columns of every expert's I, the experts in plan order.
+template <class T, int V, int TC>
+__global__ void __launch_bounds__(kThreads, 2)
+    down_kernel(const float* __restrict__ hidden, int n, int D, int I, const int32_t* __restrict__ experts, int k,
+                int E, const void* const* down, float* __restrict__ out) {
+  constexpr int R = Shape<TC>::down_rows, M = R * TC, kChunks = Shape<TC>::down_chunks;
+  constexpr int kUnits = kPartFloats / (kWarps * M);
   __shared__ Plan p;
-  const int group = blockIdx.y;
-  build_plan(p, experts, n, k, E, group);
-  const int d = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (d >= D) return;
+  __shared__ float part[kUnits][kWarps][M];  // [unit of the pass][warp][r * TC + t]
+  const int group = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  build_plan(p, experts, nullptr, n, k, E, group, down, nullptr);
+  const int units = (D + R - 1) / R;
+  const int begin = static_cast<int>(int64_t{units} * blockIdx.x / gridDim.x);
+  const int end = static_cast<int>(int64_t{units} * (blockIdx.x + 1) / gridDim.x);
+  const int per_expert = (I + 32 * V - 1) / (32 * V), chunks = p.count * per_expert;
+  const int c0 = chunks * warp / kWarps, c1 = chunks * (warp + 1) / kWarps;
   const int tokens = min(kGroup, n - group * kGroup);
-  const float* h = hidden + static_cast<size_t>(group) * kGroup * (k + 1) * I;  // the group's first token
-  float sum = 0.0f;
-  // The routed experts in order of first choice, then the shared one (u = -1) as the reference adds it last.
-  for (int step = 0; step <= p.count; ++step) {
-    const int u = step < p.count ? step : -1;
-    const T* w = static_cast<const T*>(down[u < 0 ? E : p.expert[u]]);
-    const bool vec = I % kVec<T> == 0 && aligned16(w) && aligned16(hidden);
-    const T* const rows[1] = {w + static_cast<size_t>(d) * I};
-    const Slots slots(p, u, tokens);
-    for (int i0 = 0; i0 < slots.count; i0 += kGroup) {
-      const int cnt = min(kGroup, slots.count - i0);
-      const float* xs[kGroup];
+  const float* hg = hidden + static_cast<size_t>(group) * kGroup * (k + 1) * I;
+  bool waited = false;  // for gate_up's hidden (a programmatic dependency)
+  const auto passes = [&](auto aligned) {
+    for (int pass = begin; pass < end; pass += kUnits) {
+      const int pass_units = min(kUnits, end - pass);
+      for (int i = 0; i < pass_units; ++i) {
+        const int d0 = (pass + i) * R;
+        float acc[M] = {};
+        for (int c = c0; c < c1; c += kChunks) {
+          Weights<T, V> w[kChunks][R];
+          int u[kChunks], col[kChunks];
+          bool ok[kChunks];
 #pragma unroll
-      for (int c = 0; c < kGroup; ++c) {
-        const int i = c < cnt ? i0 + c : i0;
-        xs[c] = h + (static_cast<size_t>(slots.token(p, u, i, k)) * (k + 1) + slots.slot(p, u, i, k)) * I;
-      }
-      float acc[1][kGroup];
-      warp_dots<T, 1>(rows, xs, cnt, I, vec, acc);
+          for (int j = 0; j < kChunks; ++j) {
+            ok[j] = c + j < c1;
+            u[j] = ok[j] ? (c + j) / per_expert : 0;
+            col[j] = (c + j) % per_expert * 32 * V + lane * V;
+            ok[j] = ok[j] && col[j] < I;
+            const T* m = static_cast<const T*>(p.w[0][u[j]]);
 #pragma unroll
-      for (int c = 0; c < kGroup; ++c) {
-        if (c >= cnt || slots.token(p, u, i0 + c, k) != lane) continue;
-        const float scale =
-            u < 0 ? 1.0f : weights[static_cast<size_t>(group) * kGroup * k + p.member[slots.begin + i0 + c]];
-        sum += acc[0][c] * scale;
+            for (int r = 0; r < R; ++r)  // rows past D: read again, not kept
+              w[j][r] = load_weights<T, V, decltype(aligned)::value>(m + static_cast<size_t>(min(d0 + r, D - 1)) * I,
+                                                                     col[j], ok[j]);
+          }
+          if (!waited) {
+            cudaGridDependencySynchronize();
+            waited = true;
+          }
+#pragma unroll
+          for (int j = 0; j < kChunks; ++j) {
+            const uint32_t mask = p.mask[u[j]];
+            const float* h = hg + static_cast<size_t>(p.base[u[j]]) * I;
+#pragma unroll
+            for (int t = 0; t < TC; ++t) {
+              if (!(mask >> t & 1)) continue;
+              float a[V];
+              load_activations<V>(h, col[j], ok[j], a);
+              h += I;  // the expert's next token's row
+              accumulate<T, V, TC>(w[j], a, t, acc);
+            }
+          }
+        }
+        const float s = warp_sums<M>(acc);
+        if (lane < M) part[i][warp][lane] = s;
       }
+      if (!waited) {  // out is written only after gate_up has ended (in case it aliases gate_up's inputs)
+        cudaGridDependencySynchronize();
+        waited = true;
+      }
+      __syncthreads();
+      for (int idx = threadIdx.x; idx < pass_units * R * TC; idx += kThreads) {
+        const int i = idx / (R * TC), r = idx / TC % R, t = idx % TC, d = (pass + i) * R + r;
+        if (d >= D || t >= tokens) continue;
+        float sum = 0.0f;
+        for (int w = 0; w < kWarps; ++w) sum += part[i][w][r * TC + t];
+        out[(static_cast<size_t>(group) * kGroup + t) * D + d] = sum;
+      }
+      __syncthreads();
     }
-  }
-  if (lane < tokens) out[(static_cast<size_t>(group) * kGroup + lane) * D + d] = sum;
+  };
+  if (p.misaligned)
+    passes(std::false_type{});
+  else
+    passes(std::true_type{});
+  // This grid ends after gate_up's in every case, so work after it in the stream sees both.
+  cudaGridDependencySynchronize();
 }
 
-template <class T>
+// Multiprocessors x resident blocks of `kernel` on the current device, found once per device.
+template <class Kernel>
+int resident_blocks(Kernel kernel, std::atomic<int> (&cache)[kMaxDevices]) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return 1;
+  int blocks = cache[device].load(std::memory_order_relaxed);
+  if (blocks == 0) {
+    int sms = 0, per_sm = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
+    blocks = sms * per_sm;
+    if (blocks < 1) return 1;  // a failed query: its error is returned after the launch
+    cache[device].store(blocks, std::memory_order_relaxed);
+  }
+  return blocks;
+}
+
+// Blocks per group: the resident blocks shared among the groups, at most one a unit.
+int blocks_for(int resident, int groups, int64_t units) {
+  return static_cast<int>(std::clamp<int64_t>((resident + groups - 1) / groups, 1, std::max<int64_t>(units, 1)));
+}
+
+// Launches `kernel` as a programmatic dependent of the stream's previous kernel: its blocks may
+// start while that one ends (and do what needs none of its output); they wait for it with
+// cudaGridDependencySynchronize.
+template <class... Params, class... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &overlap;
+  config.numAttrs = 1;
+  if (const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...)) return e;
+  return cudaGetLastError();
+}
+
+template <class T, int V, int TC>
 cudaError_t launch(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
                    const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream) {
+  static std::atomic<int> gate_up_cache[kMaxDevices], down_cache[kMaxDevices];
   const int groups = (n + kGroup - 1) / kGroup;
-  const dim3 gate_up_grid((I + kWarps - 1) / kWarps, groups, 1 + std::min(n, kGroup) * k);
-  gate_up_kernel<T>
-      <<<gate_up_grid, kThreads, 0, stream>>>(x, n, D, I, experts, k, E, tables.gate, tables.up, limit, hidden);
-  if (const cudaError_t e = cudaGetLastError()) return e;
-  const dim3 down_grid((D + kWarps - 1) / kWarps, groups);
-  down_kernel<T><<<down_grid, kThreads, 0, stream>>>(hidden, n, D, I, experts, weights, k, E, tables.down, out);
-  return cudaGetLastError();
+  const int64_t experts_bound = std::min(std::min(n, kGroup) * k, E) + 1;  // of a group, the shared one too
+  const int64_t gate_units = experts_bound * ((I + Shape<TC>::gate_rows - 1) / Shape<TC>::gate_rows);
+  const int64_t down_units = (D + Shape<TC>::down_rows - 1) / Shape<TC>::down_rows;
+  const dim3 gate_grid(blocks_for(resident_blocks(gate_up_kernel<T, V, TC>, gate_up_cache), groups, gate_units),
+                       groups);
+  const dim3 down_grid(blocks_for(resident_blocks(down_kernel<T, V, TC>, down_cache), groups, down_units), groups);
+  if (const cudaError_t e = launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, stream, x, n, D, I, experts, weights,
+                                             k, E, tables.gate, tables.up, limit, hidden))
+    return e;
+  return launch_dependent(down_kernel<T, V, TC>, down_grid, stream, hidden, n, D, I, experts, k, E, tables.down, out);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// 16-byte loads (V = 16 / sizeof(T)) when the activation rows allow them, with TC = the group's
+// tokens rounded up to a power of two; single loads (TC = kGroup) otherwise. Expert matrices that
+// are not 16-byte aligned are read element by element inside the kernels.
+template <class T>
+cudaError_t launch_type(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
+                        const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream) {
+  constexpr int V = 16 / sizeof(T);
+  const auto go = [&](auto launcher) {
+    return launcher(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
+  };
+  if (D % V != 0 || I % V != 0 || !aligned16(x) || !aligned16(hidden)) return go(launch<T, 1, kGroup>);
+  const int tokens = std::min(n, kGroup);
+  if (tokens == 1) return go(launch<T, V, 1>);
+  if (tokens == 2) return go(launch<T, V, 2>);
+  if (tokens <= 4) return go(launch<T, V, 4>);
+  return go(launch<T, V, 8>);
 }
 
 }  // namespace
@@ -265,9 +312,9 @@ cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* expe
   if (n == 0) return cudaSuccess;
   switch (tables.type) {
     case WeightType::F32:
-      return launch<float>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
+      return launch_type<float>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
     case WeightType::BF16:
-      return launch<bf16>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
+      return launch_type<bf16>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
   }
   return cudaErrorInvalidValue;
 }

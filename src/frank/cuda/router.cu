@@ -35,6 +35,8 @@ __global__ void route_kernel(const float* __restrict__ logits, int n, int E, int
                              const int32_t* __restrict__ tid2eid, const int32_t* __restrict__ ids, float scaling,
                              int32_t* __restrict__ experts, float* __restrict__ weights) {
   extern __shared__ float smem[];
+  // moe_experts' first kernel may start its blocks now: it waits for this grid before reading.
+  cudaTriggerProgrammaticLaunchCompletion();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = blockIdx.x * kWarps + warp;
   if (t >= n) return;  // the kernel has no block-wide barrier
