@@ -220,12 +220,14 @@ CudaOps::Array CudaOps::moe(const model::ModelConfig& c, const model::MoeWeights
   const Array logits = linear(x, w.router);
   DeviceArray<int32_t> experts({n, k}, stream_);
   Array weights({n, k}, stream_);
+  // Allocated before route: a graph allocation node between route and the expert kernels would
+  // keep them from overlapping (programmatic dependent launch).
+  Array hidden({n, k + 1, I}, stream_);
+  Array out({n, D}, stream_);
   check(route(logits.data(), n, E, k, hash_layer ? nullptr : w_.tensor(w.selection_bias),
               hash_layer ? w_.tid2eid(w) : nullptr, ids.device.data(), c.routed_scaling_factor, experts.data(),
               weights.data(), stream_),
         "moe (route)");
-  Array hidden({n, k + 1, I}, stream_);
-  Array out({n, D}, stream_);
   check(moe_experts(x.data(), n, D, I, experts.data(), weights.data(), k, E, w_.experts(w), c.swiglu_limit,
                     hidden.data(), out.data(), stream_),
         "moe (experts)");
