@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/launch.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -20,6 +21,7 @@ constexpr int kMaxHeadDim = 512;
 constexpr int kPerLane = kMaxHeadDim / 128;  // float4s per lane for the widest head
 
 __global__ void window_store_kernel(float* ring, int W, int hd, const float* chunk_kv, int first, int64_t start) {
+  follow_previous_kernel();
   const int t = first + blockIdx.x;
   float* dst = ring + ((start + t) % W) * hd;
   const float* src = chunk_kv + static_cast<int64_t>(t) * hd;
@@ -63,6 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     attend_kernel(const float* q, int H, int hd, const float* ring, int W, const float* chunk_kv, int64_t start,
                   const float* entries, int ratio, const int32_t* selected, int k_sel, const float* sinks,
                   float scale, float* out) {
+  follow_previous_kernel();
   __shared__ float s_max[kWarps], s_sum[kWarps];
   __shared__ float4 s_acc[kWarps][kMaxHeadDim / 4];
 
@@ -142,7 +145,7 @@ cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int 
   if (!ring || !chunk_kv || W < 1 || hd < 1 || n < 0 || start < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const int kept = n < W ? n : W;
-  window_store_kernel<<<kept, 128, 0, stream>>>(ring, W, hd, chunk_kv, n - kept, start);
+  if (const cudaError_t e = launch_dependent(window_store_kernel, dim3(kept), dim3(128), 0, stream, ring, W, hd, chunk_kv, n - kept, start)) return e;
   return cudaGetLastError();
 }
 
@@ -158,8 +161,8 @@ cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int 
   if (compress_ratio > 0 && (!entries || !aligned16(entries) || (selected && k_sel < 0))) return cudaErrorInvalidValue;
   if (static_cast<int64_t>(n) * H > INT32_MAX) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  attend_kernel<<<n * H, kWarps * 32, 0, stream>>>(q, H, hd, ring, W, chunk_kv, start, entries, compress_ratio,
-                                                   selected, k_sel, sinks, scale, out);
+  if (const cudaError_t e = launch_dependent(attend_kernel, dim3(n * H), dim3(kWarps * 32), 0, stream, q, H, hd, ring, W, chunk_kv, start, entries, compress_ratio,
+                                                   selected, k_sel, sinks, scale, out)) return e;
   return cudaGetLastError();
 }
 

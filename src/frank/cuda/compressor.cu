@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/launch.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -63,6 +64,7 @@ __device__ void pool(float x, float g, float& m, float& s, float& a) {
 
 __global__ void __launch_bounds__(kThreads)
     emit_kernel(Chunk k, const float* norm_weight, float eps, const float* inv_freq, int pairs) {
+  follow_previous_kernel();
   __shared__ float v[kMaxDim];
   __shared__ float partial[kThreads / 32];
   const int64_t w = k.first_window + blockIdx.x;
@@ -118,6 +120,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void carry_kernel(Chunk k) {
+  follow_previous_kernel();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<int64_t>(k.ratio) * k.width) return;
   const int j = static_cast<int>(idx / k.width), col = static_cast<int>(idx % k.width);
@@ -150,11 +153,11 @@ cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const fl
   const Chunk k{b, kv, gate, position_bias, start, start / ratio, n, ratio, dim, width, overlapping};
   const int64_t closed = (start + n) / ratio - start / ratio;
   if (closed > 0) {
-    emit_kernel<<<static_cast<unsigned>(closed), kThreads, 0, stream>>>(k, norm_weight, eps, inv_freq, pairs);
+    if (const cudaError_t e = launch_dependent(emit_kernel, dim3(static_cast<unsigned>(closed)), dim3(kThreads), 0, stream, k, norm_weight, eps, inv_freq, pairs)) return e;
     if (const cudaError_t e = cudaGetLastError()) return e;
   }
   const int64_t elements = static_cast<int64_t>(ratio) * width;
-  carry_kernel<<<static_cast<unsigned>((elements + kThreads - 1) / kThreads), kThreads, 0, stream>>>(k);
+  if (const cudaError_t e = launch_dependent(carry_kernel, dim3(static_cast<unsigned>((elements + kThreads - 1) / kThreads)), dim3(kThreads), 0, stream, k)) return e;
   return cudaGetLastError();
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/launch.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -136,6 +137,7 @@ struct LinearArgs {
 // and are not written.
 template <class W, int V, int R, int P, int NT>
 __global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs a) {
+  follow_previous_kernel();
   constexpr int kGroups = kLinearWarps / P;  // row groups per block
   constexpr int M = R * NT;                  // sums per warp: acc[r * NT + t]
   static_assert(M <= 32 && (M & (M - 1)) == 0, "a warp's sums must be a power of two <= 32");
@@ -207,7 +209,7 @@ template <class W, int V, int R, int P, int NT>
 cudaError_t launch_linear(const LinearArgs& a, cudaStream_t stream) {
   const int64_t warps = (a.out + R - 1) / R, groups = kLinearWarps / P;
   const auto blocks = static_cast<unsigned>((warps + groups - 1) / groups);
-  linear_kernel<W, V, R, P, NT><<<blocks, kLinearWarps * 32, 0, stream>>>(a);
+  if (const cudaError_t e = launch_dependent(linear_kernel<W, V, R, P, NT>, dim3(blocks), dim3(kLinearWarps * 32), 0, stream, a)) return e;
   return cudaGetLastError();
 }
 
@@ -249,6 +251,7 @@ unsigned grid_for(int64_t count) {
 
 // One block per row: the sum of squares, then x * inv (* weight), in the reference's order.
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(float* x, int width, const float* weight, float eps) {
+  follow_previous_kernel();
   __shared__ float red[32];
   float* r = x + int64_t{blockIdx.x} * width;
   float sq = 0.0f;
@@ -264,6 +267,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(float* x, int wi
 // One thread per rotated pair (token, head, pair).
 __global__ void rope_kernel(float* x, int n, int heads, int dim, const float* inv_freq, int pairs,
                             int64_t first_position, bool inverse) {
+  follow_previous_kernel();
   const int64_t count = int64_t{n} * heads * pairs;
   for (int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; idx < count;
        idx += int64_t{gridDim.x} * blockDim.x) {
@@ -281,12 +285,14 @@ __global__ void rope_kernel(float* x, int n, int heads, int dim, const float* in
 }
 
 __global__ void scale_kernel(float* x, int64_t count, float s) {
+  follow_previous_kernel();
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
     x[i] *= s;
 }
 
 // One thread per (token, d): reads the embedding value once, writes it to all N streams.
 __global__ void embed_streams_kernel(const int32_t* ids, int n, const float* table, int D, int N, float* streams) {
+  follow_previous_kernel();
   const int64_t count = int64_t{n} * D;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / D, d = i % D;
@@ -325,7 +331,7 @@ cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType
 cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, float eps, cudaStream_t stream) {
   if (!x || rows < 0 || rows > 0x7fffffff || width < 1) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(x, width, weight, eps);
+  if (const cudaError_t e = launch_dependent(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, stream, x, width, weight, eps)) return e;
   return cudaGetLastError();
 }
 
@@ -334,15 +340,15 @@ cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int
   if (!x || !inv_freq || n < 0 || heads < 1 || pairs < 1 || dim < 2 * pairs || first_position < 0)
     return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  rope_kernel<<<grid_for(int64_t{n} * heads * pairs), kThreads, 0, stream>>>(x, n, heads, dim, inv_freq, pairs,
-                                                                             first_position, inverse);
+  if (const cudaError_t e = launch_dependent(rope_kernel, dim3(grid_for(int64_t{n} * heads * pairs)), dim3(kThreads), 0, stream, x, n, heads, dim, inv_freq, pairs,
+                                                                             first_position, inverse)) return e;
   return cudaGetLastError();
 }
 
 cudaError_t scale(float* x, int64_t count, float s, cudaStream_t stream) {
   if (!x || count < 0) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  scale_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, s);
+  if (const cudaError_t e = launch_dependent(scale_kernel, dim3(grid_for(count)), dim3(kThreads), 0, stream, x, count, s)) return e;
   return cudaGetLastError();
 }
 
@@ -350,7 +356,7 @@ cudaError_t embed_streams(const int32_t* ids, int n, const float* table, int D, 
                           cudaStream_t stream) {
   if (!ids || !table || !streams || n < 0 || D < 1 || N < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  embed_streams_kernel<<<grid_for(int64_t{n} * D), kThreads, 0, stream>>>(ids, n, table, D, N, streams);
+  if (const cudaError_t e = launch_dependent(embed_streams_kernel, dim3(grid_for(int64_t{n} * D)), dim3(kThreads), 0, stream, ids, n, table, D, N, streams)) return e;
   return cudaGetLastError();
 }
 

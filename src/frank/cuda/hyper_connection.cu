@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/launch.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -104,6 +105,7 @@ struct Partials {
 // lane accumulates its columns for kRowsPerWarp x kTokens sums, which transpose_sum reduces.
 template <int V>
 __global__ void __launch_bounds__(kMaxPartialWarps * 32) partial_kernel(Partials p) {
+  follow_previous_kernel();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const int s = blockIdx.x, t0 = blockIdx.y * kTokens;
   const int nt = p.n - t0 < kTokens ? p.n - t0 : kTokens;
@@ -273,6 +275,7 @@ __device__ void collapse(const float* x, const float (&pre)[kMaxStreams], int N,
 // out = RMSNorm(sum_j pre[j] * stream_j) * norm_weight.
 template <int V, bool Full>
 __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Finish a) {
+  follow_previous_kernel();
   __shared__ float m[kMaxRows];
   __shared__ float red[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
@@ -366,6 +369,7 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(Finish a) {
 // One thread per (token, d): all N new stream values from the N old ones.
 __global__ void __launch_bounds__(kPostThreads)
     post_kernel(float* streams, int n, int N, int D, const float* mix, const float* sublayer) {
+  follow_previous_kernel();
   const int64_t count = int64_t{n} * D;
   const int M = 2 * N + N * N;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
@@ -409,17 +413,19 @@ cudaError_t launch(Finish a, int n, const float* fn, int fn_rows, cudaStream_t s
   const int warps = (p.rows + kRowsPerWarp - 1) / kRowsPerWarp;
   const dim3 grid(p.splits, (n + kTokens - 1) / kTokens);
   const int threads = 32 * (warps < kMaxPartialWarps ? warps : kMaxPartialWarps);
-  if (V == 4)
-    partial_kernel<4><<<grid, threads, 0, stream>>>(p);
-  else
-    partial_kernel<1><<<grid, threads, 0, stream>>>(p);
+  if (V == 4) {
+    if (const cudaError_t e = launch_dependent(partial_kernel<4>, dim3(grid), dim3(threads), 0, stream, p)) return e;
+  } else {
+    if (const cudaError_t e = launch_dependent(partial_kernel<1>, dim3(grid), dim3(threads), 0, stream, p)) return e;
+  }
   if (const cudaError_t e = cudaGetLastError()) return e;
 
   a.part = p.part, a.ld = p.ld, a.rows = p.rows, a.splits = p.splits, a.sq_in_part = p.rows > fn_rows;
-  if (a.D % 4 == 0 && aligned16(a.streams) && aligned16(a.out) && (!a.norm_weight || aligned16(a.norm_weight)))
-    finish_kernel<4, Full><<<n, kFinishThreads, 0, stream>>>(a);
-  else
-    finish_kernel<1, Full><<<n, kFinishThreads, 0, stream>>>(a);
+  if (a.D % 4 == 0 && aligned16(a.streams) && aligned16(a.out) && (!a.norm_weight || aligned16(a.norm_weight))) {
+    if (const cudaError_t e = launch_dependent(finish_kernel<4, Full>, dim3(n), dim3(kFinishThreads), 0, stream, a)) return e;
+  } else {
+    if (const cudaError_t e = launch_dependent(finish_kernel<1, Full>, dim3(n), dim3(kFinishThreads), 0, stream, a)) return e;
+  }
   return cudaGetLastError();
 }
 
@@ -447,8 +453,8 @@ cudaError_t hc_post(float* streams, int n, int N, int D, const float* mix, const
   if (n == 0) return cudaSuccess;
   const int64_t count = int64_t{n} * D;
   const int64_t blocks = (count + kPostThreads - 1) / kPostThreads;
-  post_kernel<<<static_cast<unsigned>(blocks < 8192 ? blocks : 8192), kPostThreads, 0, stream>>>(streams, n, N, D,
-                                                                                                 mix, sublayer);
+  if (const cudaError_t e = launch_dependent(post_kernel, dim3(static_cast<unsigned>(blocks < 8192 ? blocks : 8192)), dim3(kPostThreads), 0, stream, streams, n, N, D,
+                                                                                                 mix, sublayer)) return e;
   return cudaGetLastError();
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/launch.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -25,6 +26,7 @@ constexpr int kThreads = 256;  // 16 x 16
 __global__ void __launch_bounds__(kThreads)
     indexer_kernel(const float* q, const float* w, int n, int H, int d, const float* keys, int64_t start, int ratio,
                    int cols, float scale, float* scores) {
+  follow_previous_kernel();
   // Transposed ([dim][key], [dim][head]) so the inner loop reads consecutive words; the +1 padding
   // keeps the transposing stores free of bank conflicts.
   __shared__ float ks[kMaxDim][kCols + 1];
@@ -97,7 +99,7 @@ cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, 
   if (n == 0 || cols == 0) return cudaSuccess;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));  // as the reference rounds it
   const dim3 grid((cols + kCols - 1) / kCols, static_cast<unsigned>(groups));
-  indexer_kernel<<<grid, kThreads, 0, stream>>>(q, w, n, H, d, keys, start, ratio, cols, scale, scores);
+  if (const cudaError_t e = launch_dependent(indexer_kernel, dim3(grid), dim3(kThreads), 0, stream, q, w, n, H, d, keys, start, ratio, cols, scale, scores)) return e;
   return cudaGetLastError();
 }
 

@@ -27,6 +27,7 @@
 
 #include "frank/cuda/moe_plan.cuh"
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/launch.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -246,24 +247,6 @@ int blocks_for(int resident, int groups, int64_t units) {
   return static_cast<int>(std::clamp<int64_t>((resident + groups - 1) / groups, 1, std::max<int64_t>(units, 1)));
 }
 
-// Launches `kernel` as a programmatic dependent of the stream's previous kernel: its blocks may
-// start while that one ends (and do what needs none of its output); they wait for it with
-// cudaGridDependencySynchronize.
-template <class... Params, class... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute overlap{};
-  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &overlap;
-  config.numAttrs = 1;
-  if (const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...)) return e;
-  return cudaGetLastError();
-}
-
 template <class T, int V, int TC>
 cudaError_t launch(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
                    const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream) {
@@ -275,10 +258,10 @@ cudaError_t launch(const float* x, int n, int D, int I, const int32_t* experts, 
   const dim3 gate_grid(blocks_for(resident_blocks(gate_up_kernel<T, V, TC>, gate_up_cache), groups, gate_units),
                        groups);
   const dim3 down_grid(blocks_for(resident_blocks(down_kernel<T, V, TC>, down_cache), groups, down_units), groups);
-  if (const cudaError_t e = launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, stream, x, n, D, I, experts, weights,
+  if (const cudaError_t e = launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, dim3(kThreads), 0, stream, x, n, D, I, experts, weights,
                                              k, E, tables.gate, tables.up, limit, hidden))
     return e;
-  return launch_dependent(down_kernel<T, V, TC>, down_grid, stream, hidden, n, D, I, experts, k, E, tables.down, out);
+  return launch_dependent(down_kernel<T, V, TC>, down_grid, dim3(kThreads), 0, stream, hidden, n, D, I, experts, k, E, tables.down, out);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

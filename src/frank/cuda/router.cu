@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/launch.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -34,9 +35,8 @@ __device__ bool before(float v, int i, float w, int j) { return v > w || (v == w
 __global__ void route_kernel(const float* __restrict__ logits, int n, int E, int k, const float* __restrict__ bias,
                              const int32_t* __restrict__ tid2eid, const int32_t* __restrict__ ids, float scaling,
                              int32_t* __restrict__ experts, float* __restrict__ weights) {
+  follow_previous_kernel();
   extern __shared__ float smem[];
-  // moe_experts' first kernel may start its blocks now: it waits for this grid before reading.
-  cudaTriggerProgrammaticLaunchCompletion();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = blockIdx.x * kWarps + warp;
   if (t >= n) return;  // the kernel has no block-wide barrier
@@ -93,8 +93,8 @@ cudaError_t route(const float* logits, int n, int E, int k, const float* bias, c
   if (!logits || !experts || !weights || (tid2eid && !ids)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const size_t smem = sizeof(float) * 2 * E * kWarps;
-  route_kernel<<<(n + kWarps - 1) / kWarps, 32 * kWarps, smem, stream>>>(logits, n, E, k, bias, tid2eid, ids, scaling,
-                                                                         experts, weights);
+  if (const cudaError_t e = launch_dependent(route_kernel, dim3((n + kWarps - 1) / kWarps), dim3(32 * kWarps), smem, stream, logits, n, E, k, bias, tid2eid, ids, scaling,
+                                                                         experts, weights)) return e;
   return cudaGetLastError();
 }
 
