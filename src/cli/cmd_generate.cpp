@@ -41,7 +41,8 @@ void finish(std::vector<int32_t>& generated, const GenerateOptions& o, int32_t e
 std::vector<int32_t> speculative(const engine::Model& model, const GenerateOptions& o,
                                  const std::vector<int32_t>& prompt, int draft_tokens) {
   std::optional<engine::DraftLengthChooser> chooser;
-  if (draft_tokens == server::kAutoDraftTokens) chooser.emplace(engine::DraftLengthChooser::auto_limit(model.config().sliding_window));
+  if (draft_tokens == server::kAutoDraftTokens)
+    chooser.emplace(engine::DraftLengthChooser::auto_limit(model.config().sliding_window));
   engine::MtpDrafter drafter(model);
   engine::SpeculativeDecoder decoder(model, drafter, draft_tokens, o.sampling, chooser ? &*chooser : nullptr);
   engine::Session session = model.new_session();
@@ -55,9 +56,9 @@ std::vector<int32_t> speculative(const engine::Model& model, const GenerateOptio
                               tokens.end()))
     decoder.step(session, tokens, decoder.draft_tokens());
   const auto& st = decoder.stats();
-  std::cerr << fmt::format("{} verify steps, {} drafted, {} accepted ({:.2f} tokens per verify step)\n",
-                           st.verify_steps, st.drafted, st.accepted,
-                           static_cast<double>(st.emitted) / static_cast<double>(std::max<int64_t>(1, st.verify_steps)));
+  std::cerr << fmt::format(
+      "{} verify steps, {} drafted, {} accepted ({:.2f} tokens per verify step)\n", st.verify_steps, st.drafted,
+      st.accepted, static_cast<double>(st.emitted) / static_cast<double>(std::max<int64_t>(1, st.verify_steps)));
   return {tokens.begin() + static_cast<int64_t>(prompt.size()), tokens.end()};
 }
 

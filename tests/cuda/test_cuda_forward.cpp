@@ -69,7 +69,8 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.dir.filename().string()
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   for (const auto& dir : fixture_dirs())
-    for (const char* mode : {"full", "incremental", "chunked:1", "chunked:3", "chunked:5"}) cases.push_back({dir, mode});
+    for (const char* mode : {"full", "incremental", "chunked:1", "chunked:3", "chunked:5"})
+      cases.push_back({dir, mode});
   return cases;
 }
 

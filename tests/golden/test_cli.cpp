@@ -27,8 +27,8 @@ TEST(Cli, LogitsContractIncremental) {
   const Fixture f = load_fixture(fixture_root() / "tiny-v4");
   TempDir tmp;
   const auto out = tmp / "logits.f32";
-  const auto r = run_frank(fmt::format("logits --model {} --ids {} --mode incremental --prefill 41 --out {}", f.dir.string(),
-                                   join_ids(f.ids, f.ids.size()), out.string()));
+  const auto r = run_frank(fmt::format("logits --model {} --ids {} --mode incremental --prefill 41 --out {}",
+                                       f.dir.string(), join_ids(f.ids, f.ids.size()), out.string()));
   ASSERT_EQ(r.exit_code, 0) << r.output();
   EXPECT_EQ(r.last_line(), fmt::format("shape {} {}", f.ids.size(), f.vocab));
   std::vector<float> got(f.logits.size());
@@ -88,7 +88,8 @@ TEST(Cli, DraftTokensGiveTheSameGreedyTokens) {
     EXPECT_EQ(drafted.last_line(), plain.last_line()) << "k = " << k;
     EXPECT_THAT(drafted.err, ::testing::HasSubstr("verify steps"));
   }
-  const auto no_mtp = run_frank(fmt::format("generate --model {} --draft-tokens 2", (fixture_root() / "tiny-v4").string()));
+  const auto no_mtp =
+      run_frank(fmt::format("generate --model {} --draft-tokens 2", (fixture_root() / "tiny-v4").string()));
   EXPECT_EQ(no_mtp.exit_code, 1);
   EXPECT_THAT(no_mtp.err, ::testing::HasSubstr("has no MTP block"));
   const auto bad = run_frank(base + " --draft-tokens lots");
@@ -101,7 +102,8 @@ TEST(Cli, EmbeddedDefaultModelRunsWithoutCheckpoint) {
   EXPECT_EQ(r.exit_code, 0) << r.output();
   const auto sampled = run_frank("generate --max-tokens 4 --temperature 0.8 --top-p 0.9 --seed 3");
   EXPECT_EQ(sampled.exit_code, 0) << sampled.output();
-  EXPECT_EQ(sampled.last_line(), run_frank("generate --max-tokens 4 --temperature 0.8 --top-p 0.9 --seed 3").last_line());
+  EXPECT_EQ(sampled.last_line(),
+            run_frank("generate --max-tokens 4 --temperature 0.8 --top-p 0.9 --seed 3").last_line());
 }
 
 void expect_error(const std::string& args, const std::string& fragment) {

@@ -145,7 +145,9 @@ cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int 
   if (!ring || !chunk_kv || W < 1 || hd < 1 || n < 0 || start < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const int kept = n < W ? n : W;
-  if (const cudaError_t e = launch_dependent(window_store_kernel, dim3(kept), dim3(128), 0, stream, ring, W, hd, chunk_kv, n - kept, start)) return e;
+  if (const cudaError_t e = launch_dependent(window_store_kernel, dim3(kept), dim3(128), 0, stream, ring, W, hd,
+                                             chunk_kv, n - kept, start))
+    return e;
   return cudaGetLastError();
 }
 
@@ -161,8 +163,10 @@ cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int 
   if (compress_ratio > 0 && (!entries || !aligned16(entries) || (selected && k_sel < 0))) return cudaErrorInvalidValue;
   if (static_cast<int64_t>(n) * H > INT32_MAX) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  if (const cudaError_t e = launch_dependent(attend_kernel, dim3(n * H), dim3(kWarps * 32), 0, stream, q, H, hd, ring, W, chunk_kv, start, entries, compress_ratio,
-                                                   selected, k_sel, sinks, scale, out)) return e;
+  if (const cudaError_t e =
+          launch_dependent(attend_kernel, dim3(n * H), dim3(kWarps * 32), 0, stream, q, H, hd, ring, W, chunk_kv, start,
+                           entries, compress_ratio, selected, k_sel, sinks, scale, out))
+    return e;
   return cudaGetLastError();
 }
 

@@ -153,11 +153,16 @@ cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const fl
   const Chunk k{b, kv, gate, position_bias, start, start / ratio, n, ratio, dim, width, overlapping};
   const int64_t closed = (start + n) / ratio - start / ratio;
   if (closed > 0) {
-    if (const cudaError_t e = launch_dependent(emit_kernel, dim3(static_cast<unsigned>(closed)), dim3(kThreads), 0, stream, k, norm_weight, eps, inv_freq, pairs)) return e;
+    if (const cudaError_t e = launch_dependent(emit_kernel, dim3(static_cast<unsigned>(closed)), dim3(kThreads), 0,
+                                               stream, k, norm_weight, eps, inv_freq, pairs))
+      return e;
     if (const cudaError_t e = cudaGetLastError()) return e;
   }
   const int64_t elements = static_cast<int64_t>(ratio) * width;
-  if (const cudaError_t e = launch_dependent(carry_kernel, dim3(static_cast<unsigned>((elements + kThreads - 1) / kThreads)), dim3(kThreads), 0, stream, k)) return e;
+  if (const cudaError_t e =
+          launch_dependent(carry_kernel, dim3(static_cast<unsigned>((elements + kThreads - 1) / kThreads)),
+                           dim3(kThreads), 0, stream, k))
+    return e;
   return cudaGetLastError();
 }
 

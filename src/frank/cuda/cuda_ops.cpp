@@ -30,7 +30,8 @@ void CudaOps::count(double weight_bytes, double state_bytes) const {
 }
 
 CudaOps::Ids CudaOps::upload_ids(std::span<const int32_t> ids) const {
-  Ids out{std::vector<int32_t>(ids.begin(), ids.end()), DeviceArray<int32_t>({static_cast<int64_t>(ids.size())}, stream_)};
+  Ids out{std::vector<int32_t>(ids.begin(), ids.end()),
+          DeviceArray<int32_t>({static_cast<int64_t>(ids.size())}, stream_)};
   out.device.copy_from_host(out.host.data());
   return out;
 }
@@ -178,7 +179,8 @@ CudaOps::Selection CudaOps::index_select(const Array& q, const Array& w, const D
   check(indexer_scores(q.data(), w.data(), static_cast<int>(n), static_cast<int>(w.cols()), comp.dim(),
                        keys.entries.data(), start, comp.ratio(), static_cast<int>(cols), scores.data(), stream_),
         "index_select");
-  check(topk(2, scores.data(), static_cast<int>(n), static_cast<int>(cols), k, selected.data(), stream_), "index_select (top-k)");
+  check(topk(2, scores.data(), static_cast<int>(n), static_cast<int>(cols), k, selected.data(), stream_),
+        "index_select (top-k)");
   return selected;
 }
 

@@ -209,7 +209,9 @@ template <class W, int V, int R, int P, int NT>
 cudaError_t launch_linear(const LinearArgs& a, cudaStream_t stream) {
   const int64_t warps = (a.out + R - 1) / R, groups = kLinearWarps / P;
   const auto blocks = static_cast<unsigned>((warps + groups - 1) / groups);
-  if (const cudaError_t e = launch_dependent(linear_kernel<W, V, R, P, NT>, dim3(blocks), dim3(kLinearWarps * 32), 0, stream, a)) return e;
+  if (const cudaError_t e =
+          launch_dependent(linear_kernel<W, V, R, P, NT>, dim3(blocks), dim3(kLinearWarps * 32), 0, stream, a))
+    return e;
   return cudaGetLastError();
 }
 
@@ -331,7 +333,9 @@ cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType
 cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, float eps, cudaStream_t stream) {
   if (!x || rows < 0 || rows > 0x7fffffff || width < 1) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  if (const cudaError_t e = launch_dependent(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, stream, x, width, weight, eps)) return e;
+  if (const cudaError_t e = launch_dependent(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0,
+                                             stream, x, width, weight, eps))
+    return e;
   return cudaGetLastError();
 }
 
@@ -340,15 +344,18 @@ cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int
   if (!x || !inv_freq || n < 0 || heads < 1 || pairs < 1 || dim < 2 * pairs || first_position < 0)
     return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  if (const cudaError_t e = launch_dependent(rope_kernel, dim3(grid_for(int64_t{n} * heads * pairs)), dim3(kThreads), 0, stream, x, n, heads, dim, inv_freq, pairs,
-                                                                             first_position, inverse)) return e;
+  if (const cudaError_t e = launch_dependent(rope_kernel, dim3(grid_for(int64_t{n} * heads * pairs)), dim3(kThreads), 0,
+                                             stream, x, n, heads, dim, inv_freq, pairs, first_position, inverse))
+    return e;
   return cudaGetLastError();
 }
 
 cudaError_t scale(float* x, int64_t count, float s, cudaStream_t stream) {
   if (!x || count < 0) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  if (const cudaError_t e = launch_dependent(scale_kernel, dim3(grid_for(count)), dim3(kThreads), 0, stream, x, count, s)) return e;
+  if (const cudaError_t e =
+          launch_dependent(scale_kernel, dim3(grid_for(count)), dim3(kThreads), 0, stream, x, count, s))
+    return e;
   return cudaGetLastError();
 }
 
@@ -356,7 +363,9 @@ cudaError_t embed_streams(const int32_t* ids, int n, const float* table, int D, 
                           cudaStream_t stream) {
   if (!ids || !table || !streams || n < 0 || D < 1 || N < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  if (const cudaError_t e = launch_dependent(embed_streams_kernel, dim3(grid_for(int64_t{n} * D)), dim3(kThreads), 0, stream, ids, n, table, D, N, streams)) return e;
+  if (const cudaError_t e = launch_dependent(embed_streams_kernel, dim3(grid_for(int64_t{n} * D)), dim3(kThreads), 0,
+                                             stream, ids, n, table, D, N, streams))
+    return e;
   return cudaGetLastError();
 }
 

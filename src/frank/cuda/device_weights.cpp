@@ -87,7 +87,8 @@ const DeviceWeights::Linear& DeviceWeights::linear(const LinearWeight& host) {
   const Tensor& w = host.dense;
   Linear l{nullptr, linear_type_, w.rows(), w.cols()};
   if (w.data.empty() && w.rows() > 0) {
-    l.data = generate(w.rows() * w.cols(), linear_type_, static_cast<float>(1.0 / std::sqrt(static_cast<double>(w.cols()))));
+    l.data =
+        generate(w.rows() * w.cols(), linear_type_, static_cast<float>(1.0 / std::sqrt(static_cast<double>(w.cols()))));
   } else if (linear_type_ == WeightType::F32) {
     l.data = upload(w.data.data(), w.data.size() * sizeof(float));
   } else {

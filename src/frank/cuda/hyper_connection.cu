@@ -422,9 +422,11 @@ cudaError_t launch(Finish a, int n, const float* fn, int fn_rows, cudaStream_t s
 
   a.part = p.part, a.ld = p.ld, a.rows = p.rows, a.splits = p.splits, a.sq_in_part = p.rows > fn_rows;
   if (a.D % 4 == 0 && aligned16(a.streams) && aligned16(a.out) && (!a.norm_weight || aligned16(a.norm_weight))) {
-    if (const cudaError_t e = launch_dependent(finish_kernel<4, Full>, dim3(n), dim3(kFinishThreads), 0, stream, a)) return e;
+    if (const cudaError_t e = launch_dependent(finish_kernel<4, Full>, dim3(n), dim3(kFinishThreads), 0, stream, a))
+      return e;
   } else {
-    if (const cudaError_t e = launch_dependent(finish_kernel<1, Full>, dim3(n), dim3(kFinishThreads), 0, stream, a)) return e;
+    if (const cudaError_t e = launch_dependent(finish_kernel<1, Full>, dim3(n), dim3(kFinishThreads), 0, stream, a))
+      return e;
   }
   return cudaGetLastError();
 }
@@ -453,8 +455,9 @@ cudaError_t hc_post(float* streams, int n, int N, int D, const float* mix, const
   if (n == 0) return cudaSuccess;
   const int64_t count = int64_t{n} * D;
   const int64_t blocks = (count + kPostThreads - 1) / kPostThreads;
-  if (const cudaError_t e = launch_dependent(post_kernel, dim3(static_cast<unsigned>(blocks < 8192 ? blocks : 8192)), dim3(kPostThreads), 0, stream, streams, n, N, D,
-                                                                                                 mix, sublayer)) return e;
+  if (const cudaError_t e = launch_dependent(post_kernel, dim3(static_cast<unsigned>(blocks < 8192 ? blocks : 8192)),
+                                             dim3(kPostThreads), 0, stream, streams, n, N, D, mix, sublayer))
+    return e;
   return cudaGetLastError();
 }
 

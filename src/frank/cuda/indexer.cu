@@ -99,7 +99,9 @@ cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, 
   if (n == 0 || cols == 0) return cudaSuccess;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));  // as the reference rounds it
   const dim3 grid((cols + kCols - 1) / kCols, static_cast<unsigned>(groups));
-  if (const cudaError_t e = launch_dependent(indexer_kernel, dim3(grid), dim3(kThreads), 0, stream, q, w, n, H, d, keys, start, ratio, cols, scale, scores)) return e;
+  if (const cudaError_t e = launch_dependent(indexer_kernel, dim3(grid), dim3(kThreads), 0, stream, q, w, n, H, d, keys,
+                                             start, ratio, cols, scale, scores))
+    return e;
   return cudaGetLastError();
 }
 

@@ -258,10 +258,11 @@ cudaError_t launch(const float* x, int n, int D, int I, const int32_t* experts, 
   const dim3 gate_grid(blocks_for(resident_blocks(gate_up_kernel<T, V, TC>, gate_up_cache), groups, gate_units),
                        groups);
   const dim3 down_grid(blocks_for(resident_blocks(down_kernel<T, V, TC>, down_cache), groups, down_units), groups);
-  if (const cudaError_t e = launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, dim3(kThreads), 0, stream, x, n, D, I, experts, weights,
-                                             k, E, tables.gate, tables.up, limit, hidden))
+  if (const cudaError_t e = launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, dim3(kThreads), 0, stream, x, n, D, I,
+                                             experts, weights, k, E, tables.gate, tables.up, limit, hidden))
     return e;
-  return launch_dependent(down_kernel<T, V, TC>, down_grid, dim3(kThreads), 0, stream, hidden, n, D, I, experts, k, E, tables.down, out);
+  return launch_dependent(down_kernel<T, V, TC>, down_grid, dim3(kThreads), 0, stream, hidden, n, D, I, experts, k, E,
+                          tables.down, out);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -93,8 +93,9 @@ cudaError_t route(const float* logits, int n, int E, int k, const float* bias, c
   if (!logits || !experts || !weights || (tid2eid && !ids)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const size_t smem = sizeof(float) * 2 * E * kWarps;
-  if (const cudaError_t e = launch_dependent(route_kernel, dim3((n + kWarps - 1) / kWarps), dim3(32 * kWarps), smem, stream, logits, n, E, k, bias, tid2eid, ids, scaling,
-                                                                         experts, weights)) return e;
+  if (const cudaError_t e = launch_dependent(route_kernel, dim3((n + kWarps - 1) / kWarps), dim3(32 * kWarps), smem,
+                                             stream, logits, n, E, k, bias, tid2eid, ids, scaling, experts, weights))
+    return e;
   return cudaGetLastError();
 }
 

@@ -86,7 +86,8 @@ Session Model::rewind(const SessionCheckpoint& before, const Session& after, int
         throw Error("rewind: the session's last forward call is not the one after the checkpoint");
   Session s = restore_checkpoint(before, after);
   auto first_rows = [keep](const Tensor& t) {
-    return t.empty() ? Tensor() : Tensor({keep, t.cols()}, std::vector<float>(t.data.begin(), t.data.begin() + keep * t.cols()));
+    return t.empty() ? Tensor()
+                     : Tensor({keep, t.cols()}, std::vector<float>(t.data.begin(), t.data.begin() + keep * t.cols()));
   };
   for (int l = 0; l < config_.num_layers; ++l) {
     attention_[l].replay(s.layers[l], after.layers[l], start, keep);

@@ -54,7 +54,8 @@ std::vector<TopkRow> read_topk_rows(const std::filesystem::path& file) {
   TopkRow row;
   while (get(in, row.position)) {
     int32_t k = 0, n = 0;
-    if (!get(in, k) || !get(in, n) || k < 1 || n < 0) throw Error(fmt::format("'{}': a row header is cut short or bad", file.string()));
+    if (!get(in, k) || !get(in, n) || k < 1 || n < 0)
+      throw Error(fmt::format("'{}': a row header is cut short or bad", file.string()));
     row.k = k;
     row.scores.resize(static_cast<size_t>(n));
     if (!in.read(reinterpret_cast<char*>(row.scores.data()), static_cast<std::streamsize>(n) * 4))
