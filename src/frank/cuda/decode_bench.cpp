@@ -58,8 +58,9 @@ const char* kind_name(model::AttentionKind k) {
   return "?";
 }
 
-// Every op of `steps` eagerly issued steps timed by events: total GPU time per op per step, and
-// how much of the graph-replayed step it is (the rest is the gaps between kernels).
+// Every op of `steps` eagerly issued steps timed by events: total time per op per step. Issued
+// eagerly, an op's events also enclose the host's gaps between its launches, so small ops read
+// high and the sum exceeds the graph-replayed step; the graph's per-layer times are the truth.
 template <class Step>
 void report_per_op(CudaModel& gpu, Step& step, const CudaOps::Ids& ids, int steps, double graph_step_us,
                    std::ostream& out) {
@@ -76,8 +77,8 @@ void report_per_op(CudaModel& gpu, Step& step, const CudaOps::Ids& ids, int step
   for (const auto& t : totals)
     out << fmt::format("| {} | {} | {:.1f} | {:.1f}% |\n", t.name, t.calls / steps, t.us / steps,
                        100.0 * t.us / steps / sum);
-  out << fmt::format("\nops sum to {:.1f} us per step; the graph-replayed step takes {:.1f} us; the difference is "
-                     "time between kernels.\n",
+  out << fmt::format("\nops sum to {:.1f} us per step (eager: host launch gaps included); the graph-replayed step "
+                     "takes {:.1f} us.\n",
                      sum, graph_step_us);
 }
 
