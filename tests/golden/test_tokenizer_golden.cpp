@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "frank/core/error.h"
 #include "frank/model/tokenizer/pre_tokenizer.h"
@@ -24,11 +25,25 @@ json meta() {
   return json::parse(in);
 }
 
-// Whether PCRE2 knows at least the Unicode version HF's regex engine (Oniguruma) knows. stod reads
-// "major.minor" of both "14.0.0" and "16.0".
+// "14.0.0" -> {14, 0, 0}: versions compare part by part ("16.10" is newer than "16.9").
+std::vector<int> version_parts(const std::string& version) {
+  std::vector<int> parts;
+  std::stringstream in(version);
+  for (std::string part; std::getline(in, part, '.');) parts.push_back(std::stoi(part));
+  while (!parts.empty() && parts.back() == 0) parts.pop_back();  // "16.0" == "16.0.0"
+  return parts;
+}
+
+// Whether PCRE2 knows at least the Unicode version HF's regex engine (Oniguruma) knows.
 bool regex_unicode_at_least_hf() {
   const std::string hf = meta().at("hf_regex_unicode_version");
-  return std::stod(model::tok::regex_unicode_version()) >= std::stod(hf);
+  return version_parts(model::tok::regex_unicode_version()) >= version_parts(hf);
+}
+
+TEST(TokenizerGolden, UnicodeVersionsCompareByParts) {
+  EXPECT_GT(version_parts("16.10"), version_parts("16.9"));
+  EXPECT_EQ(version_parts("16.0"), version_parts("16.0.0"));
+  EXPECT_LT(version_parts("14.0.0"), version_parts("16.0"));
 }
 
 std::string describe_difference(const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
