@@ -36,12 +36,6 @@ CudaOps::Ids CudaOps::upload_ids(std::span<const int32_t> ids) const {
   return out;
 }
 
-CudaOps::Array CudaOps::upload(const Tensor& host) const {
-  Array a(host.shape, stream_);
-  a.copy_from_host(host.data.data());
-  return a;
-}
-
 Tensor CudaOps::download(const Array& a) const {
   Tensor t(a.shape());
   a.copy_to_host(t.data.data());

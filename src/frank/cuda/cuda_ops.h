@@ -56,7 +56,6 @@ class CudaOps {
   void set_profile(OpProfile* profile) { profile_ = profile; }
 
   Ids upload_ids(std::span<const int32_t> ids) const;
-  Array upload(const Tensor& host) const;
   Tensor download(const Array& a) const;  // waits for the stream
 
   Array embed(const Tensor& table, const Ids& ids, int N) const;

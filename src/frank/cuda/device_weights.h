@@ -49,7 +49,6 @@ class DeviceWeights {
   // Device tables of the routed experts' and (at index E) the shared expert's weights.
   const ExpertTables& experts(const model::MoeWeights& moe);
 
-  WeightType linear_type() const { return linear_type_; }
   size_t bytes() const { return bytes_; }
 
  private:
