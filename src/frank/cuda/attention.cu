@@ -12,6 +12,7 @@
 
 #include "frank/cuda/ops.cuh"
 #include "frank/cuda/launch.cuh"
+#include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -50,12 +51,6 @@ struct KeyList {
     return e < 0 ? nullptr : entries + e * hd;
   }
 };
-
-__device__ float warp_sum(float v) {
-  // A butterfly: every lane ends with the same bits (each step adds the same two values).
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 __device__ float4 axpby(float4 x, float a, float4 y, float b) {
   return make_float4(x.x * a + y.x * b, x.y * a + y.y * b, x.z * a + y.z * b, x.w * a + y.w * b);

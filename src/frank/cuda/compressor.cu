@@ -15,6 +15,7 @@
 
 #include "frank/cuda/ops.cuh"
 #include "frank/cuda/launch.cuh"
+#include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -91,11 +92,7 @@ __global__ void __launch_bounds__(kThreads)
     sq += v[c] * v[c];
   }
   // RMSNorm over dim: block sum of squares.
-  for (int o = 16; o > 0; o /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sq;
-  __syncthreads();
-  sq = 0.f;
-  for (int i = 0; i < kThreads / 32; ++i) sq += partial[i];
+  sq = block_sum(sq, partial);
   const float inv = 1.f / sqrtf(sq / static_cast<float>(k.dim) + eps);
   for (int c = threadIdx.x; c < k.dim; c += blockDim.x) {
     v[c] *= inv;

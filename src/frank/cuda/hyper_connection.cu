@@ -17,6 +17,7 @@
 
 #include "frank/cuda/ops.cuh"
 #include "frank/cuda/launch.cuh"
+#include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
 namespace {
@@ -30,41 +31,6 @@ constexpr int kMaxPartialWarps = 16;
 constexpr int kFinishThreads = 512;
 constexpr int kHold = 4;                                         // collapse vectors a thread keeps in registers
 constexpr int kPostThreads = 256;
-
-__device__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kAll, v, off);
-  return v;
-}
-
-// Sum over the block; every thread gets it. `red` holds 32 floats of shared memory.
-__device__ float block_sum(float v, float* red) {
-  const int warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
-  v = warp_sum(v);
-  __syncthreads();  // red may still be read by a previous call
-  if ((threadIdx.x & 31) == 0) red[warp] = v;
-  __syncthreads();
-  float s = 0.0f;
-  for (int i = 0; i < warps; ++i) s += red[i];
-  return s;
-}
-
-// Lane l gets the sum over the warp's lanes of v[l] (a butterfly: 31 shuffles for 32 sums). At
-// step W a lane keeps the half of v[0, 2W) whose index bit W matches its lane bit W, plus the
-// partner lane's copy of that half. Recursion, not a loop, so every index is a constant and v
-// stays in registers.
-template <int W = 16>
-__device__ float transpose_sum(float (&v)[32]) {
-  const bool upper = threadIdx.x & W;
-#pragma unroll
-  for (int j = 0; j < W; ++j) {
-    const float keep = upper ? v[j + W] : v[j], send = upper ? v[j] : v[j + W];
-    v[j] = keep + __shfl_xor_sync(kAll, send, W);
-  }
-  if constexpr (W > 1)
-    return transpose_sum<W / 2>(v);
-  else
-    return v[0];
-}
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -133,7 +99,7 @@ __global__ void __launch_bounds__(kMaxPartialWarps * 32) partial_kernel(Partials
           }
       }
     }
-    const float sum = transpose_sum(acc);  // lane: row r0 + lane / kTokens, token lane % kTokens
+    const float sum = reduce_scatter<32>(acc, threadIdx.x % 32);  // lane: row r0 + lane / kTokens, token lane % kTokens
     const int r = r0 + lane / kTokens, t = lane % kTokens;
     if (r < p.rows && t < nt) p.part[(t0 + t) * p.ld + int64_t{r} * p.splits + s] = sum;
   }
