@@ -54,6 +54,8 @@ class CudaOps {
 
   // Times every op into `profile` (eager steps only: events are not captured into graphs here).
   void set_profile(OpProfile* profile) { profile_ = profile; }
+  // Counts the bytes of later ops into `traffic` (null: none).
+  void set_traffic(Traffic* traffic) { traffic_ = traffic; }
 
   Ids upload_ids(std::span<const int32_t> ids) const;
   Tensor download(const Array& a) const;  // waits for the stream

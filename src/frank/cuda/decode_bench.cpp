@@ -62,12 +62,11 @@ const char* kind_name(model::AttentionKind k) {
 // eagerly, an op's events also enclose the host's gaps between its launches, so small ops read
 // high and the sum exceeds the graph-replayed step; the graph's per-layer times are the truth.
 template <class Step>
-void report_per_op(CudaModel& gpu, Step& step, const CudaOps::Ids& ids, int steps, double graph_step_us,
-                   std::ostream& out) {
+void report_per_op(CudaModel& gpu, Step& step, int steps, double graph_step_us, std::ostream& out) {
   OpProfile profile;
   CudaOps timed(gpu.device_weights(), gpu.stream());
   timed.set_profile(&profile);
-  for (int i = 0; i < steps; ++i) step(timed, ids, nullptr);
+  for (int i = 0; i < steps; ++i) step(timed, [](int) {});
   auto totals = profile.totals();
   std::sort(totals.begin(), totals.end(), [](const auto& a, const auto& b) { return a.us > b.us; });
   double sum = 0;
@@ -96,35 +95,24 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   // The step's tokens: distinct ids, or one id T times (then every layer routes them alike).
   std::vector<int32_t> ids;
   for (int t = 0; t < T; ++t) ids.push_back(o.same_experts ? 1000 : 1000 + 7919 * t);
-  auto step = [&](CudaOps& ops, const CudaOps::Ids& device_ids, const std::vector<cudaEvent_t>* events) {
+  CudaOps plain(gpu.device_weights(), stream);
+  const CudaOps::Ids device_ids = plain.upload_ids(ids);
+  // One step at position ctx; `at_layer(l)` runs before layer l and (l = L) before the head.
+  auto step = [&](CudaOps& ops, auto&& at_layer) {
     return engine::model_forward(ops, config, model.weights(), model.attention(), session.layers, o.ctx, device_ids,
-                                 0, static_cast<CudaOps::Array*>(nullptr), [&](int l) {
-                                   // External: captured as an event node whose timestamps can be read.
-                                   if (events != nullptr)
-                                     check(cudaEventRecordWithFlags((*events)[l], stream, cudaEventRecordExternal),
-                                           "event");
-                                 });
+                                 0, static_cast<CudaOps::Array*>(nullptr), at_layer);
   };
 
   // Warm-up: the first step makes the weights in device memory.
-  CudaOps plain(gpu.device_weights(), stream);
-  const CudaOps::Ids device_ids = plain.upload_ids(ids);
-  step(plain, device_ids, nullptr);
+  step(plain, [](int) {});
   check(cudaStreamSynchronize(stream), "warm-up");
 
-  // The bytes each layer (and the embedding + head) must read: one more step, layer by layer, each
-  // with its own counter.
+  // The bytes each layer (and the embedding + head) must read: one more step whose counter moves
+  // to the next layer's at each layer boundary.
   std::vector<Traffic> per_layer(static_cast<size_t>(L) + 1);
   {
-    CudaOps ends(gpu.device_weights(), stream, &per_layer[static_cast<size_t>(L)]);
-    CudaOps::Array streams = ends.embed(model.weights().embed, device_ids, config.hc_mult);
-    for (int l = 0; l < L; ++l) {
-      CudaOps one(gpu.device_weights(), stream, &per_layer[static_cast<size_t>(l)]);
-      engine::decoder_layer(one, config, model.weights().layers[l], model.attention()[l], config.hash_routed[l],
-                            streams, o.ctx, session.layers[l], device_ids);
-    }
-    ends.linear(ends.hyper_head(model.weights().hc_head, model.weights().norm, streams, 0, config),
-                model.weights().head);
+    CudaOps counting(gpu.device_weights(), stream, &per_layer[static_cast<size_t>(L)]);  // the embedding first
+    step(counting, [&](int l) { counting.set_traffic(&per_layer[static_cast<size_t>(l)]); });
   }
   // Routed experts: the distinct experts each layer's tokens chose, read once per step.
   const double expert_bytes = 3.0 * config.moe_intermediate_size * config.hidden_size *
@@ -146,7 +134,10 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   {
     CudaOps captured(gpu.device_weights(), stream, nullptr, /*keep_routing=*/false);
-    CudaOps::Array logits = step(captured, device_ids, &events);
+    // External event nodes: their timestamps can be read after a replay.
+    CudaOps::Array logits = step(captured, [&](int l) {
+      check(cudaEventRecordWithFlags(events[static_cast<size_t>(l)], stream, cudaEventRecordExternal), "event");
+    });
     check(cudaEventRecordWithFlags(events[static_cast<size_t>(L) + 1], stream, cudaEventRecordExternal), "event");
   }
   check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
@@ -204,7 +195,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   out << fmt::format("{} graph replays after 3 warm-up replays; bytes = weights and session state the step must "
                      "read (activations not counted).\n",
                      o.steps);
-  if (o.per_op) report_per_op(gpu, step, device_ids, o.steps, s.median, out);
+  if (o.per_op) report_per_op(gpu, step, o.steps, s.median, out);
   for (auto& e : events) cudaEventDestroy(e);
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
