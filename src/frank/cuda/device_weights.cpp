@@ -4,7 +4,6 @@
 
 #include <bit>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 
 #include "frank/core/error.h"
@@ -23,18 +22,6 @@ uint16_t to_bf16(float f) {
 }
 
 }  // namespace
-
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();  // a failed call is also the runtime's "last error": clear it, or the next launch reports it
-  throw Error(fmt::format("CUDA: {}: {}", what, cudaGetErrorString(e)));
-}
-
-void report_failed_free(cudaError_t e, const void* ptr, size_t bytes) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();
-  std::fprintf(stderr, "warning: CUDA: freeing %zu bytes at %p failed: %s\n", bytes, ptr, cudaGetErrorString(e));
-}
 
 WeightType parse_weight_type(const std::string& text) {
   if (text == "fp32") return WeightType::F32;
