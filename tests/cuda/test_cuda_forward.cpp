@@ -74,6 +74,17 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
+// The fixture's ids fed in `mode` to the CPU reference on `cpu` and to the GPU on `gpu` (its Linear
+// weights stored as `type`): the worst scaled difference.
+Worst cuda_vs_cpu(const engine::Model& cpu, const engine::Model& gpu, cuda::WeightType type, const Fixture& f,
+                  const std::string& mode_text) {
+  const auto mode = engine::parse_feed_mode(mode_text);
+  const Tensor want = engine::sequence_logits(cpu, f.ids, mode);
+  cuda::CudaModel device(gpu, type);
+  cuda::CudaRunner runner(device);
+  return compare(engine::sequence_logits(runner, f.vocab, f.ids, mode), want);
+}
+
 class CudaGolden : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaGolden, Fp32LogitsMatchTheCpuReference) {
@@ -82,12 +93,7 @@ TEST_P(CudaGolden, Fp32LogitsMatchTheCpuReference) {
   const Fixture f = load_fixture(c.dir);
   const auto model = load(c.dir);
   if (quantized(model->weights())) GTEST_SKIP() << f.name() << ": FP8/FP4 weights are not computed on the GPU yet";
-  const auto mode = engine::parse_feed_mode(c.mode);
-  const Tensor want = engine::sequence_logits(*model, f.ids, mode);
-  cuda::CudaModel gpu(*model, cuda::WeightType::F32);
-  cuda::CudaRunner runner(gpu);
-  const Tensor got = engine::sequence_logits(runner, f.vocab, f.ids, mode);
-  const Worst w = compare(got, want);
+  const Worst w = cuda_vs_cpu(*model, *model, cuda::WeightType::F32, f, c.mode);
   std::cout << fmt::format("[ fp32 ] {} {}: max scaled |cuda - cpu| = {:.3g}\n", f.name(), c.mode, w.err);
   EXPECT_LE(w.err, 1e-3) << f.name() << " " << c.mode << ": position " << w.row << " logit " << w.col;
 }
@@ -105,12 +111,7 @@ TEST_P(CudaGolden, Bf16LogitsMatchTheCpuReferenceOnRoundedWeights) {
       for (float& v : slot.linear->dense.data) v = bf16_round(v);
   });
   const engine::Model rounded(std::move(loaded.config), std::move(loaded.weights));
-  const auto mode = engine::parse_feed_mode(c.mode);
-  const Tensor want = engine::sequence_logits(rounded, f.ids, mode);
-  cuda::CudaModel gpu(*model, cuda::WeightType::BF16);
-  cuda::CudaRunner runner(gpu);
-  const Tensor got = engine::sequence_logits(runner, f.vocab, f.ids, mode);
-  const Worst w = compare(got, want);
+  const Worst w = cuda_vs_cpu(rounded, *model, cuda::WeightType::BF16, f, c.mode);
   std::cout << fmt::format("[ bf16 ] {} {}: max scaled |cuda - cpu(bf16 weights)| = {:.3g}\n", f.name(), c.mode, w.err);
   EXPECT_LE(w.err, 2e-2) << f.name() << " " << c.mode << ": position " << w.row << " logit " << w.col;
 }
