@@ -51,6 +51,16 @@ void check_quantized_matrix(const QuantizedMatrix& w) {
                             w.cols, w.values.size(), w.scales.size(), values, scales));
 }
 
+std::vector<float> dequantize(const QuantizedMatrix& w) {
+  check_quantized_matrix(w);
+  std::vector<float> out(static_cast<size_t>(w.rows * w.cols));
+  if (w.format == QuantizedMatrix::Format::Fp8Block)
+    dequantize(Fp8BlockMatrix{w.values.data(), w.scales.data(), w.rows, w.cols, w.block}, out.data());
+  else
+    dequantize(Fp4Matrix{w.values.data(), w.scales.data(), w.rows, w.cols}, out.data());
+  return out;
+}
+
 void quantized_linear_rows(const float* x, int64_t n, const QuantizedMatrix& w, int64_t row_begin, int64_t row_end,
                            float* y) {
   const int64_t out = row_end - row_begin;

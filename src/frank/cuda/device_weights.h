@@ -2,8 +2,8 @@
 // DeviceWeights: the model's weights in device memory, uploaded once on first use and found by the
 // address of the host weight (so the shared model code passes the same weight structs to every
 // backend). Linear weights are stored as fp32 (exactness tests) or rounded to bf16 (serving; round
-// to nearest even, as torch's .to(bfloat16)); everything else stays fp32. FP8/FP4 weights are not
-// supported on the GPU yet and are refused with a clear error.
+// to nearest even, as torch's .to(bfloat16)); everything else stays fp32. FP8/FP4 weights have no
+// GPU kernels yet: they are decoded on the host (exactly, in either type) and stored like dense ones.
 //
 // A host weight with a shape but no data (model::skeleton_weights: a synthetic model at real size)
 // is generated on the device instead: random, standard deviation 1/sqrt(columns) for Linear
@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +54,7 @@ class DeviceWeights {
 
  private:
   void* upload(const void* src, size_t bytes);
+  const void* upload_linear(std::span<const float> values);
   void* allocate(size_t bytes);
   // Device memory for a shape-only host weight, filled with random values.
   void* generate(int64_t count, WeightType type, float stddev);
