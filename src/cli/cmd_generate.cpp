@@ -87,6 +87,7 @@ void run(const GenerateOptions& o) {
   finish(generated, o, config.eos_token_id);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cerr << fmt::format("{} prompt + {} generated tokens in {:.3f} s\n", prompt.size(), generated.size(), seconds);
+  if (const std::string gpu = backend.step_summary(); !gpu.empty()) std::cerr << gpu << "\n";
   std::cout << format_ids(generated) << "\n";
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 
@@ -22,6 +23,10 @@ void ModelSource::add_options(CLI::App& app) {
   app.add_option("--backend", backend, "compute backend: cpu (the fp32 reference) or cuda")->capture_default_str();
   app.add_option("--weights-dtype", weights_dtype,
                  "cuda: Linear weights in device memory as bf16 (fp32 accumulation) or fp32 (exactness checks)")
+      ->capture_default_str();
+  app.add_option("--cuda-graphs", cuda_graphs,
+                 "cuda: replay decode and verify steps (up to 8 tokens) as captured CUDA graphs (false: issue every "
+                 "kernel eagerly)")
       ->capture_default_str();
   app.add_option("--dump-topk-rows", dump_topk_rows,
                  "write every indexer score row of the run to DIR/topk-rows.bin (CPU backend; for frank_topk_check "
@@ -50,7 +55,7 @@ std::unique_ptr<engine::Model> ModelSource::load() const {
 
 #ifdef FRANK_WITH_CUDA
 struct Backend::Gpu {
-  Gpu(const engine::Model& m, cuda::WeightType t) : model(m, t) {}
+  Gpu(const engine::Model& m, cuda::WeightType t, bool graphs) : model(m, t, 0, {.enabled = graphs}) {}
   cuda::CudaModel model;
 };
 #else
@@ -65,7 +70,7 @@ Backend::Backend(engine::Model& model, const ModelSource& source) : model_(model
   }
 #ifdef FRANK_WITH_CUDA
   if (source.backend == "cuda")
-    gpu_ = std::make_unique<Gpu>(model, cuda::parse_weight_type(source.weights_dtype));
+    gpu_ = std::make_unique<Gpu>(model, cuda::parse_weight_type(source.weights_dtype), source.cuda_graphs);
 #else
   (void)source;
 #endif
@@ -83,6 +88,34 @@ std::unique_ptr<engine::SessionRunner> Backend::new_runner() {
   if (gpu_) return std::make_unique<cuda::CudaRunner>(gpu_->model);
 #endif
   return std::make_unique<engine::CpuRunner>(model_);
+}
+
+std::string Backend::step_summary() const {
+#ifdef FRANK_WITH_CUDA
+  if (!gpu_) return "";
+  std::vector<float> decode;
+  double other_ms = 0;
+  int64_t other_calls = 0, replayed = 0;
+  for (const cuda::StepTime& t : gpu_->model.step_times()) {
+    if (t.tokens == 1) {
+      decode.push_back(t.ms);
+      replayed += t.graph ? 1 : 0;
+    } else {
+      other_ms += t.ms;
+      ++other_calls;
+    }
+  }
+  std::string line = fmt::format("cuda: {} other call(s) in {:.2f} ms", other_calls, other_ms);
+  if (!decode.empty()) {
+    std::sort(decode.begin(), decode.end());
+    auto at = [&](double q) { return decode[static_cast<size_t>(q * static_cast<double>(decode.size() - 1))]; };
+    line += fmt::format("; {} one-token step(s), {} replayed as graphs: median {:.3f} ms, p10-p90 {:.3f}-{:.3f} ms",
+                        decode.size(), replayed, at(0.5), at(0.1), at(0.9));
+  }
+  return line + " (GPU time, CUDA events)";
+#else
+  return "";
+#endif
 }
 
 std::vector<int32_t> parse_ids(const std::string& text) {

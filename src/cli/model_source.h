@@ -18,6 +18,7 @@ struct ModelSource {
   uint64_t seed = 0;
   std::string backend = "cpu";
   std::string weights_dtype = "bf16";
+  bool cuda_graphs = true;
   std::string dump_topk_rows;  // a directory: the indexer's score rows of the run (CPU backend)
 
   void add_options(CLI::App& app);
@@ -37,6 +38,8 @@ class Backend {
   bool is_cpu() const;
   // A fresh session on this backend.
   std::unique_ptr<engine::SessionRunner> new_runner();
+  // One line on the GPU time of the calls so far (CUDA events), or "" on the CPU backend.
+  std::string step_summary() const;
 
  private:
   struct Gpu;

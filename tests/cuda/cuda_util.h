@@ -2,6 +2,7 @@
 // Helpers for the CUDA check tools: stop at the first CUDA error with the call that made it, and
 // device buffers that free themselves.
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -32,6 +33,19 @@ class DeviceBuffer {
  private:
   T* ptr_ = nullptr;
   size_t count_;
+};
+
+// A position in device memory, as the position-taking launchers read it (ops.cuh). at(p) writes p
+// (synchronously: after the work already issued on the legacy stream) and returns the pointer.
+class DevicePosition {
+ public:
+  const int64_t* at(int64_t position) {
+    CUDA_OK(cudaMemcpy(buffer_.get(), &position, sizeof position, cudaMemcpyHostToDevice));
+    return buffer_.get();
+  }
+
+ private:
+  DeviceBuffer<int64_t> buffer_{1};
 };
 
 }  // namespace frank_test

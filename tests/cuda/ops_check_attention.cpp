@@ -60,11 +60,12 @@ int check_window_store(std::mt19937_64& rng, int W, int hd, const std::vector<in
   put(d_ring, ring);
   double err = 0.0;
   int64_t start = 0;
+  DevicePosition position;
   for (int n : chunks) {
     const auto kv = random_vector(rng, static_cast<size_t>(n) * hd, -1.f, 1.f);
     DeviceBuffer<float> d_kv(kv.size());
     put(d_kv, kv);
-    CUDA_OK(frank::cuda::window_store(d_ring.get(), W, hd, d_kv.get(), n, start, nullptr));
+    CUDA_OK(frank::cuda::window_store(d_ring.get(), W, hd, d_kv.get(), n, position.at(start), nullptr));
     for (int t = 0; t < n; ++t)
       std::copy_n(kv.begin() + int64_t{t} * hd, hd, ring.begin() + ((start + t) % W) * hd);
     err = std::max(err, max_scaled_error(get(d_ring.get(), ring.size()), ring));
@@ -97,6 +98,7 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c) {
   for (int64_t p = oldest; p < c.first; ++p) std::copy_n(kv_row(p), hd, ring.begin() + (p % W) * hd);
   const int64_t n_entries = c.ratio > 0 ? end / c.ratio + 1 : 1;
   const auto entries = random_vector(rng, static_cast<size_t>(n_entries) * hd, -1.f, 1.f);
+  DevicePosition position;
   const auto sinks = random_vector(rng, H, -2.f, 4.f);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
 
@@ -130,10 +132,11 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c) {
     put(d_q, q);
     put(d_kv, chunk_kv);
     if (!selected.empty()) put(d_sel, selected);
-    CUDA_OK(frank::cuda::attend(d_q.get(), n, H, hd, d_ring.get(), W, d_kv.get(), start, d_entries.get(), c.ratio,
+    const int64_t* at = position.at(start);
+    CUDA_OK(frank::cuda::attend(d_q.get(), n, H, hd, d_ring.get(), W, d_kv.get(), at, d_entries.get(), c.ratio,
                                 c.k_sel > 0 ? d_sel.get() : nullptr, c.k_sel, d_sinks.get(), scale, d_out.get(),
                                 nullptr));
-    CUDA_OK(frank::cuda::window_store(d_ring.get(), W, hd, d_kv.get(), n, start, nullptr));
+    CUDA_OK(frank::cuda::window_store(d_ring.get(), W, hd, d_kv.get(), n, at, nullptr));
     const auto got = get(d_out.get(), q.size());
 
     std::vector<float> want(q.size());
@@ -201,13 +204,14 @@ int check_compress(std::mt19937_64& rng, const CompressCase& c) {
 
   double entry_err = 0.0, state_err = 0.0;
   int64_t start = 0;
+  DevicePosition position;
   for (int n : chunks) {
     const auto kv = random_vector(rng, static_cast<size_t>(n) * width, -1.f, 1.f);
     const auto gate = random_vector(rng, static_cast<size_t>(n) * width, -3.f, 3.f);
     DeviceBuffer<float> d_kv(kv.size()), d_gate(gate.size());
     put(d_kv, kv);
     put(d_gate, gate);
-    CUDA_OK(frank::cuda::compress_chunk(buffers, d_kv.get(), d_gate.get(), n, start, r, dim, c.overlapping,
+    CUDA_OK(frank::cuda::compress_chunk(buffers, d_kv.get(), d_gate.get(), n, position.at(start), r, dim, c.overlapping,
                                         bias.get(), norm.get(), eps, inv_freq.get(),
                                         static_cast<int>(rope.inv_freq().size()), nullptr));
     for (int t = 0; t < n; ++t) cpu.push(state, kv.data() + int64_t{t} * width, gate.data() + int64_t{t} * width);
@@ -247,8 +251,9 @@ int check_indexer(std::mt19937_64& rng, const IndexerCase& c) {
   put(d_w, w);
   put(d_keys, keys);
   poison(d_scores);
-  CUDA_OK(frank::cuda::indexer_scores(d_q.get(), d_w.get(), c.n, c.H, c.d, d_keys.get(), c.start, c.ratio, c.cols,
-                                      d_scores.get(), nullptr));
+  DevicePosition position;
+  CUDA_OK(frank::cuda::indexer_scores(d_q.get(), d_w.get(), c.n, c.H, c.d, d_keys.get(), position.at(c.start), c.ratio,
+                                      c.cols, d_scores.get(), nullptr));
   const auto got = get(d_scores.get(), d_scores.size());
 
   // Columns past a row's visible count must be -inf exactly (max_scaled_error fails any other value).
@@ -269,14 +274,17 @@ int check_bad_arguments() {
   DeviceBuffer<float> buf(4096);
   float* p = buf.get();
   const CompressorBuffers b{p, p, p, p, p};
+  DevicePosition position;
+  const int64_t* at = position.at(0);
   const cudaError_t bad = cudaErrorInvalidValue;
-  bool ok = frank::cuda::window_store(p, 0, 4, p, 1, 0, nullptr) == bad;                           // W = 0
-  ok &= frank::cuda::attend(p, 1, 1, 516, p, 4, p, 0, p, 0, nullptr, 0, p, 1.f, p, nullptr) == bad;  // hd > 512
-  ok &= frank::cuda::attend(p, 1, 1, 6, p, 4, p, 0, p, 0, nullptr, 0, p, 1.f, p, nullptr) == bad;    // hd % 4
-  ok &= frank::cuda::compress_chunk(b, p, p, 1, 0, 0, 8, true, p, p, 1e-6f, p, 2, nullptr) == bad;    // ratio 0
-  ok &= frank::cuda::compress_chunk(b, p, p, 1, 0, 4, 8, true, p, p, 1e-6f, p, 5, nullptr) == bad;    // 2*pairs > dim
-  ok &= frank::cuda::indexer_scores(p, p, 1, 1, 256, p, 0, 4, 8, p, nullptr) == bad;                 // d > 128
-  ok &= frank::cuda::indexer_scores(p, p, 1, 1, 8, p, 0, 0, 8, p, nullptr) == bad;                   // ratio 0
+  bool ok = frank::cuda::window_store(p, 0, 4, p, 1, at, nullptr) == bad;                           // W = 0
+  ok &= frank::cuda::window_store(p, 8, 4, p, 1, nullptr, nullptr) == bad;                          // no position
+  ok &= frank::cuda::attend(p, 1, 1, 516, p, 4, p, at, p, 0, nullptr, 0, p, 1.f, p, nullptr) == bad;  // hd > 512
+  ok &= frank::cuda::attend(p, 1, 1, 6, p, 4, p, at, p, 0, nullptr, 0, p, 1.f, p, nullptr) == bad;    // hd % 4
+  ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 0, 8, true, p, p, 1e-6f, p, 2, nullptr) == bad;    // ratio 0
+  ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 4, 8, true, p, p, 1e-6f, p, 5, nullptr) == bad;    // 2*pairs > dim
+  ok &= frank::cuda::indexer_scores(p, p, 1, 1, 256, p, at, 4, 8, p, nullptr) == bad;                 // d > 128
+  ok &= frank::cuda::indexer_scores(p, p, 1, 1, 8, p, at, 0, 8, p, nullptr) == bad;                   // ratio 0
   ok &= cudaGetLastError() == cudaSuccess;
   return report("attention ops", "bad arguments rejected", ok ? 0.0 : 1.0, 0.0);
 }

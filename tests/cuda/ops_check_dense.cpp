@@ -237,12 +237,13 @@ int check_rope(Random& rng, const frank::model::RopeSpec& spec, const char* spec
   const frank::engine::RopeTable table(spec, rope_dim);
   const int n = 5, pairs = rope_dim / 2;
   DeviceBuffer<float> d_freq(pairs), d_x(static_cast<size_t>(n) * heads * dim);
+  DevicePosition position;
   upload(d_freq, table.inv_freq());
   double err = 0.0;
   for (bool inverse : {false, true}) {
     std::vector<float> x = rng.vec(d_x.size(), -1.0f, 1.0f);
     upload(d_x, x);
-    finish(cuda::rope(d_x.get(), n, heads, dim, d_freq.get(), pairs, first, inverse, nullptr));
+    finish(cuda::rope(d_x.get(), n, heads, dim, d_freq.get(), pairs, position.at(first), inverse, nullptr));
     for (int t = 0; t < n; ++t)
       for (int h = 0; h < heads; ++h) table.apply(x.data() + (int64_t{t} * heads + h) * dim, dim, first + t, inverse);
     err = std::max(err, max_scaled_error(download(d_x), x));
@@ -413,7 +414,9 @@ int check_bad_arguments() {
       refused("linear", "ldx < in refused", cuda::linear(p, 8, 1, p, cuda::WeightType::F32, 4, 16, p, 4, nullptr));
   failures += refused("linear", "unknown weight type refused",
                       cuda::linear(p, 16, 1, p, static_cast<cuda::WeightType>(7), 4, 16, p, 4, nullptr));
-  failures += refused("rope", "2*pairs > dim refused", cuda::rope(p, 1, 1, 6, p, 4, 0, false, nullptr));
+  DevicePosition position;
+  failures += refused("rope", "2*pairs > dim refused", cuda::rope(p, 1, 1, 6, p, 4, position.at(0), false, nullptr));
+  failures += refused("rope", "no position refused", cuda::rope(p, 1, 1, 8, p, 4, nullptr, false, nullptr));
   failures += refused("hc_pre", "N = 9 refused",
                       cuda::hc_pre(p, 1, 9, 16, p, p, p, 20, 1e-6f, 1e-6f, p, p, p, nullptr));
   failures += refused("hc_head", "D < N refused", cuda::hc_head(p, 1, 4, 2, p, p, p, 1e-6f, 1e-6f, p, p, nullptr));

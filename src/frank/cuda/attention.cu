@@ -21,8 +21,10 @@ constexpr int kWarps = 16;
 constexpr int kMaxHeadDim = 512;
 constexpr int kPerLane = kMaxHeadDim / 128;  // float4s per lane for the widest head
 
-__global__ void window_store_kernel(float* ring, int W, int hd, const float* chunk_kv, int first, int64_t start) {
+__global__ void window_store_kernel(float* ring, int W, int hd, const float* chunk_kv, int first,
+                                    const int64_t* start_at) {
   follow_previous_kernel();
+  const int64_t start = *start_at;
   const int t = first + blockIdx.x;
   float* dst = ring + ((start + t) % W) * hd;
   const float* src = chunk_kv + static_cast<int64_t>(t) * hd;
@@ -57,10 +59,11 @@ __device__ float4 axpby(float4 x, float a, float4 y, float b) {
 }
 
 __global__ void __launch_bounds__(kWarps * 32)
-    attend_kernel(const float* q, int H, int hd, const float* ring, int W, const float* chunk_kv, int64_t start,
-                  const float* entries, int ratio, const int32_t* selected, int k_sel, const float* sinks,
-                  float scale, float* out) {
+    attend_kernel(const float* q, int H, int hd, const float* ring, int W, const float* chunk_kv,
+                  const int64_t* start_at, const float* entries, int ratio, const int32_t* selected, int k_sel,
+                  const float* sinks, float scale, float* out) {
   follow_previous_kernel();
+  const int64_t start = *start_at;
   __shared__ float s_max[kWarps], s_sum[kWarps];
   __shared__ float4 s_acc[kWarps][kMaxHeadDim / 4];
 
@@ -135,9 +138,9 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int n, int64_t start,
+cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int n, const int64_t* start,
                          cudaStream_t stream) {
-  if (!ring || !chunk_kv || W < 1 || hd < 1 || n < 0 || start < 0) return cudaErrorInvalidValue;
+  if (!ring || !chunk_kv || !start || W < 1 || hd < 1 || n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const int kept = n < W ? n : W;
   if (const cudaError_t e = launch_dependent(window_store_kernel, dim3(kept), dim3(128), 0, stream, ring, W, hd,
@@ -146,10 +149,10 @@ cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int 
   return cudaGetLastError();
 }
 
-cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int W, const float* chunk_kv, int64_t start,
-                   const float* entries, int compress_ratio, const int32_t* selected, int k_sel, const float* sinks,
-                   float scale, float* out, cudaStream_t stream) {
-  if (!q || !ring || !chunk_kv || !sinks || !out || n < 0 || H < 1 || W < 1 || start < 0 || compress_ratio < 0)
+cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int W, const float* chunk_kv,
+                   const int64_t* start, const float* entries, int compress_ratio, const int32_t* selected, int k_sel,
+                   const float* sinks, float scale, float* out, cudaStream_t stream) {
+  if (!q || !ring || !chunk_kv || !start || !sinks || !out || n < 0 || H < 1 || W < 1 || compress_ratio < 0)
     return cudaErrorInvalidValue;
   // Whole float4s per head row, at most kMaxHeadDim.
   if (hd < 4 || hd > kMaxHeadDim || hd % 4 != 0 || !aligned16(q) || !aligned16(out) || !aligned16(ring) ||

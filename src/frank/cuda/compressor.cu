@@ -24,15 +24,24 @@ constexpr int kThreads = 256;
 constexpr int kMaxDim = 1024;
 
 // One call's inputs. Windows w < first_window closed before the chunk; window first_window is the
-// one open at `start` (its tokens before `start` are in pending).
+// one open at `start` (its tokens before `start` are in pending). The launcher knows the chunk's
+// position only as device memory (start_at): each kernel reads it first, with at().
 struct Chunk {
   CompressorBuffers b;
   const float* kv;
   const float* gate;
   const float* bias;  // [ratio, width]
+  const int64_t* start_at;
   int64_t start, first_window;
   int n, ratio, dim, width;
   bool overlapping;
+
+  __device__ Chunk at() const {
+    Chunk k = *this;
+    k.start = *start_at;
+    k.first_window = k.start / ratio;
+    return k;
+  }
 
   // The raw projections (kv, gate without bias) of position p >= first_window * ratio at column col.
   __device__ void token(int64_t p, int col, float& x, float& g) const {
@@ -64,11 +73,13 @@ __device__ void pool(float x, float g, float& m, float& s, float& a) {
 }
 
 __global__ void __launch_bounds__(kThreads)
-    emit_kernel(Chunk k, const float* norm_weight, float eps, const float* inv_freq, int pairs) {
+    emit_kernel(Chunk chunk, const float* norm_weight, float eps, const float* inv_freq, int pairs) {
   follow_previous_kernel();
   __shared__ float v[kMaxDim];
   __shared__ float partial[kThreads / 32];
+  const Chunk k = chunk.at();
   const int64_t w = k.first_window + blockIdx.x;
+  if (w >= (k.start + k.n) / k.ratio) return;  // the grid covers the most windows n tokens can close
   const int own = k.overlapping ? k.dim : 0;  // CSA pools the Cb half of its own tokens
   float sq = 0.f;
   for (int c = threadIdx.x; c < k.dim; c += blockDim.x) {
@@ -116,8 +127,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void carry_kernel(Chunk k) {
+__global__ void carry_kernel(Chunk chunk) {
   follow_previous_kernel();
+  const Chunk k = chunk.at();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<int64_t>(k.ratio) * k.width) return;
   const int j = static_cast<int>(idx / k.width), col = static_cast<int>(idx % k.width);
@@ -138,23 +150,23 @@ __global__ void carry_kernel(Chunk k) {
 
 }  // namespace
 
-cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const float* gate, int n, int64_t start,
-                           int ratio, int dim, bool overlapping, const float* position_bias, const float* norm_weight,
-                           float eps, const float* inv_freq, int pairs, cudaStream_t stream) {
-  if (!b.pending_kv || !b.pending_gate || !b.entries || !position_bias || n < 0 || start < 0 || ratio < 1 ||
+cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const float* gate, int n,
+                           const int64_t* start, int ratio, int dim, bool overlapping, const float* position_bias,
+                           const float* norm_weight, float eps, const float* inv_freq, int pairs, cudaStream_t stream) {
+  if (!b.pending_kv || !b.pending_gate || !b.entries || !position_bias || !start || n < 0 || ratio < 1 ||
       dim < 1 || dim > kMaxDim || pairs < 0 || 2 * pairs > dim || (pairs > 0 && !inv_freq))
     return cudaErrorInvalidValue;
   if ((overlapping && (!b.overlap_kv || !b.overlap_gate)) || (n > 0 && (!kv || !gate))) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const int width = (overlapping ? 2 : 1) * dim;
-  const Chunk k{b, kv, gate, position_bias, start, start / ratio, n, ratio, dim, width, overlapping};
-  const int64_t closed = (start + n) / ratio - start / ratio;
-  if (closed > 0) {
-    if (const cudaError_t e = launch_dependent(emit_kernel, dim3(static_cast<unsigned>(closed)), dim3(kThreads), 0,
-                                               stream, k, norm_weight, eps, inv_freq, pairs))
-      return e;
-    if (const cudaError_t e = cudaGetLastError()) return e;
-  }
+  const Chunk k{b, kv, gate, position_bias, start, 0, 0, n, ratio, dim, width, overlapping};
+  // n tokens close at most ceil(n / ratio) windows, wherever they start; blocks past the windows
+  // this chunk closes return at once.
+  const int64_t most_closed = (static_cast<int64_t>(n) + ratio - 1) / ratio;
+  if (const cudaError_t e = launch_dependent(emit_kernel, dim3(static_cast<unsigned>(most_closed)), dim3(kThreads), 0,
+                                             stream, k, norm_weight, eps, inv_freq, pairs))
+    return e;
+  if (const cudaError_t e = cudaGetLastError()) return e;
   const int64_t elements = static_cast<int64_t>(ratio) * width;
   if (const cudaError_t e =
           launch_dependent(carry_kernel, dim3(static_cast<unsigned>((elements + kThreads - 1) / kThreads)),

@@ -1,5 +1,7 @@
 #include "frank/cuda/cuda_model.h"
 
+#include <algorithm>
+
 #include "frank/cuda/synthetic_fill.cuh"
 #include "frank/engine/decoder_layer.h"
 
@@ -24,17 +26,28 @@ cudaStream_t make_stream() {
 
 }  // namespace
 
-CudaModel::CudaModel(const engine::Model& model, WeightType linear_type, uint64_t synthetic_seed)
-    : model_(model), stream_(make_stream()), weights_(linear_type, stream_, synthetic_seed) {}
+StepGraph::~StepGraph() {
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+}
+
+CudaModel::CudaModel(const engine::Model& model, WeightType linear_type, uint64_t synthetic_seed, GraphPolicy graphs)
+    : model_(model), stream_(make_stream()), weights_(linear_type, stream_, synthetic_seed), graphs_(graphs) {
+  if (graphs_.span < 1) throw Error("CUDA graphs: the span must be at least one position");
+  check(cudaEventCreate(&begin_), "cudaEventCreate");
+  check(cudaEventCreate(&end_), "cudaEventCreate");
+}
 
 CudaModel::~CudaModel() {
   cudaStreamSynchronize(stream_);
+  cudaEventDestroy(begin_);
+  cudaEventDestroy(end_);
   cudaStreamDestroy(stream_);
 }
 
 DeviceSession CudaModel::new_session() {
   const model::ModelConfig& c = model_.config();
   DeviceSession s;
+  s.position_at = DeviceArray<int64_t>({1}, stream_);
   s.layers.resize(static_cast<size_t>(c.num_layers));
   for (auto& layer : s.layers) {
     layer.window = DeviceArray<float>({c.sliding_window, c.head_dim}, stream_);
@@ -72,17 +85,86 @@ DeviceSession CudaModel::synthetic_session(int64_t position, int64_t room, uint6
 
 Tensor CudaModel::forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits) {
   model_.check_call(session.position, ids);
-  if (ids.empty()) return Tensor({0, model_.config().vocab_size});
-  CudaOps ops(weights_, stream_);
-  const CudaOps::Ids device_ids = ops.upload_ids(ids);
-  const int64_t n = static_cast<int64_t>(ids.size());
-  const CudaOps::Array out =
-      engine::model_forward(ops, model_.config(), model_.weights(), model_.attention(), session.layers,
-                            session.position, device_ids, logits == engine::Model::Logits::Last ? n - 1 : 0,
-                            static_cast<CudaOps::Array*>(nullptr));
-  Tensor host = ops.download(out);
+  const auto n = static_cast<int64_t>(ids.size());
+  if (n == 0) return Tensor({0, model_.config().vocab_size});
+  const bool all = logits == engine::Model::Logits::All;
+  const bool graph = graphs_.enabled && warm_ && n <= kGraphTokens;
+  session.position_at.copy_from_host(&session.position);
+  DeviceArray<float> eager_out;
+  const DeviceArray<float>& out = graph ? replay(session, ids, all) : run_eager(session, ids, all, eager_out);
+  check(cudaEventRecord(end_, stream_), "cudaEventRecord");
+  Tensor host(out.shape());
+  out.copy_to_host(host.data.data());
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, begin_, end_), "cudaEventElapsedTime");
+  step_times_.push_back({n, graph, ms});
+  warm_ = true;
   session.position += n;
   return host;
+}
+
+const DeviceArray<float>& CudaModel::run_eager(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,
+                                               DeviceArray<float>& eager_out) {
+  const auto n = static_cast<int64_t>(ids.size());
+  CudaOps ops(weights_, stream_, {s.position_at.data(), s.position + n});
+  check(cudaEventRecord(begin_, stream_), "cudaEventRecord");
+  const CudaOps::Ids device_ids = ops.upload_ids(ids);
+  eager_out = engine::model_forward(ops, model_.config(), model_.weights(), model_.attention(), s.layers, s.position,
+                                    device_ids, all_logits ? 0 : n - 1, static_cast<CudaOps::Array*>(nullptr));
+  return eager_out;
+}
+
+const DeviceArray<float>& CudaModel::replay(DeviceSession& s, std::span<const int32_t> ids, bool all_logits) {
+  const auto n = static_cast<int64_t>(ids.size());
+  auto it = std::find_if(s.graphs.begin(), s.graphs.end(), [&](const auto& g) {
+    return g->tokens == n && g->all_logits == all_logits && s.position + n <= g->end_bound;
+  });
+  if (it == s.graphs.end()) {
+    std::erase_if(s.graphs, [&](const auto& g) { return g->tokens == n && g->all_logits == all_logits; });
+    s.graphs.push_back(capture(s, ids, all_logits));
+    it = s.graphs.end() - 1;
+  }
+  StepGraph& g = **it;
+  check(cudaEventRecord(begin_, stream_), "cudaEventRecord");  // after a capture: its host time is not the step's
+  g.ids.device.copy_from_host(ids.data());
+  check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
+  return g.logits;
+}
+
+std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const int32_t> ids, bool all_logits) {
+  const auto n = static_cast<int64_t>(ids.size());
+  auto g = std::make_unique<StepGraph>();
+  g->tokens = n;
+  g->all_logits = all_logits;
+  g->end_bound = ((s.position + n) / graphs_.span + 1) * graphs_.span;
+  // Routing is not kept: last_experts would be memory the graph allocates and does not free.
+  CudaOps ops(weights_, stream_, {s.position_at.data(), g->end_bound}, nullptr, /*keep_routing=*/false);
+  // Everything the graph's nodes point at exists before the capture: session state up to the
+  // bound, the input ids and the output logits.
+  for (size_t l = 0; l < s.layers.size(); ++l) ops.prepare(s.layers[l], model_.attention()[l]);
+  g->ids = ops.upload_ids(ids);
+  g->logits = DeviceArray<float>({all_logits ? n : 1, model_.config().vocab_size}, stream_);
+
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  cudaGraph_t graph = nullptr;
+  try {
+    const CudaOps::Array out =
+        engine::model_forward(ops, model_.config(), model_.weights(), model_.attention(), s.layers, s.position, g->ids,
+                              all_logits ? 0 : n - 1, static_cast<CudaOps::Array*>(nullptr));
+    check(cudaMemcpyAsync(g->logits.data(), out.data(), out.bytes(), cudaMemcpyDeviceToDevice, stream_),
+          "copy logits");
+  } catch (...) {
+    // End the capture (dropping what was recorded) so the stream can be used again.
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  const cudaError_t made = cudaGraphInstantiate(&g->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(made, "cudaGraphInstantiate");
+  return g;
 }
 
 }  // namespace frank::cuda

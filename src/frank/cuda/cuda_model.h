@@ -3,6 +3,12 @@
 // CudaOps, weights resident in device memory, the session's state (window rings, compressor
 // buffers, compressed entries) in device memory. CudaRunner is its SessionRunner for `frank logits`
 // and `frank generate --backend cuda`.
+//
+// Decode and verify steps (calls of up to kGraphTokens tokens) are captured as CUDA graphs and
+// replayed: the kernels read the step's position from device memory (ops.cuh), so one graph serves
+// every position up to its bound (GraphPolicy::span past where it was captured), after which the
+// next call captures a new one. Longer calls (prefill chunks) are issued eagerly. Every call is
+// timed with CUDA events (step_times()).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -17,15 +23,49 @@
 
 namespace frank::cuda {
 
+// One captured step: `tokens` ids in, logits of the last or of all of them out.
+struct StepGraph {
+  int64_t tokens = 0;
+  bool all_logits = false;
+  int64_t end_bound = 0;      // replayable while the step ends at or before this position
+  CudaOps::Ids ids;           // the step's input, written before each replay
+  DeviceArray<float> logits;  // the step's output, copied here by the graph's last node
+  cudaGraphExec_t exec = nullptr;
+
+  StepGraph() = default;
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+  ~StepGraph();
+};
+
 struct DeviceSession {
   int64_t position = 0;
+  DeviceArray<int64_t> position_at;  // [1]: `position` where the kernels read it
   std::vector<DeviceLayerState> layers;
+  std::vector<std::unique_ptr<StepGraph>> graphs;  // they point into `layers`: dropped with them
+};
+
+// How long one forward call took on the GPU (CUDA events around its kernels; uploads of new
+// weights and the logits' download excluded).
+struct StepTime {
+  int64_t tokens;
+  bool graph;  // replayed (or just captured) as a CUDA graph
+  float ms;
+};
+
+// When calls are captured as graphs. A graph reserves state and scores the indexer's columns up to
+// its bound, so a longer span means fewer captures and slightly more work per step.
+struct GraphPolicy {
+  bool enabled = true;  // off: every call is issued eagerly (to compare the two)
+  int64_t span = 512;   // a graph serves positions up to the next multiple of span past its capture
 };
 
 class CudaModel {
  public:
+  static constexpr int64_t kGraphTokens = 8;
+
   // `synthetic_seed` seeds the weights a shape-only host model leaves to the device (DeviceWeights).
-  CudaModel(const engine::Model& model, WeightType linear_type, uint64_t synthetic_seed = 0);
+  CudaModel(const engine::Model& model, WeightType linear_type, uint64_t synthetic_seed = 0, GraphPolicy graphs = {});
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;
@@ -42,11 +82,22 @@ class CudaModel {
   size_t weight_bytes() const { return weights_.bytes(); }
   DeviceWeights& device_weights() { return weights_; }
   cudaStream_t stream() const { return stream_; }
+  const std::vector<StepTime>& step_times() const { return step_times_; }
 
  private:
+  // The call's logits in device memory (a graph's output buffer, or `eager_out`).
+  const DeviceArray<float>& run_eager(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,
+                                      DeviceArray<float>& eager_out);
+  const DeviceArray<float>& replay(DeviceSession& s, std::span<const int32_t> ids, bool all_logits);
+  std::unique_ptr<StepGraph> capture(DeviceSession& s, std::span<const int32_t> ids, bool all_logits);
+
   const engine::Model& model_;
   cudaStream_t stream_ = nullptr;
   DeviceWeights weights_;
+  GraphPolicy graphs_;
+  bool warm_ = false;  // an eager call has run: every weight is in device memory, nothing to upload
+  cudaEvent_t begin_ = nullptr, end_ = nullptr;
+  std::vector<StepTime> step_times_;
 };
 
 class CudaRunner : public engine::SessionRunner {

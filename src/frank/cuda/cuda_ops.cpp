@@ -123,10 +123,10 @@ void CudaOps::rms_norm(Array& x, int width, const Tensor* weight, float eps) con
         "rms_norm");
 }
 
-void CudaOps::rope(Array& x, int heads, int dim, int64_t start, const engine::RopeTable& rope, bool inverse) const {
+void CudaOps::rope(Array& x, int heads, int dim, int64_t, const engine::RopeTable& rope, bool inverse) const {
   const ScopedOp timed(profile_, "rope", stream_);
   check(cuda::rope(x.data(), static_cast<int>(x.rows()), heads, dim, w_.inv_freq(rope),
-                   static_cast<int>(rope.inv_freq().size()), start, inverse, stream_),
+                   static_cast<int>(rope.inv_freq().size()), position_.device, inverse, stream_),
         "rope");
 }
 
@@ -135,34 +135,48 @@ void CudaOps::scale(Array& x, float s) const {
   check(cuda::scale(x.data(), x.numel(), s, stream_), "scale");
 }
 
-void CudaOps::compress(DeviceCompressor& s, const engine::Compressor& comp, const Array& kv, const Array& gate,
-                       int64_t start) const {
-  const ScopedOp timed(profile_, "compress", stream_);
+void CudaOps::prepare(DeviceCompressor& s, const engine::Compressor& comp) const {
   const int ratio = comp.ratio(), dim = comp.dim(), width = comp.projection_width();
-  const bool overlapping = width == 2 * dim;
   if (s.pending_kv.empty()) {
     s.pending_kv = Array({ratio, width}, stream_);
     s.pending_gate = Array({ratio, width}, stream_);
-    if (overlapping) {
+    if (width == 2 * dim) {
       s.overlap_kv = Array({ratio, dim}, stream_);
       s.overlap_gate = Array({ratio, dim}, stream_);
     }
   }
-  reserve_rows(s.entries, (start + kv.rows()) / ratio, dim, stream_);
+  reserve_rows(s.entries, position_.end_bound / ratio, dim, stream_);
+}
+
+void CudaOps::prepare(LayerState& state, const engine::Attention& a) const {
+  if (a.compressor()) prepare(state.compressor, *a.compressor());
+  if (a.index_compressor()) prepare(state.indexer, *a.index_compressor());
+}
+
+void CudaOps::compress(DeviceCompressor& s, const engine::Compressor& comp, const Array& kv, const Array& gate,
+                       int64_t start) const {
+  const ScopedOp timed(profile_, "compress", stream_);
+  const int ratio = comp.ratio(), dim = comp.dim(), width = comp.projection_width();
+  if (start + kv.rows() > position_.end_bound)
+    throw Error(fmt::format("CUDA compress: a chunk ending at {} past the step's bound {}", start + kv.rows(),
+                            position_.end_bound));
+  prepare(s, comp);
   count(0, 2.0 * ratio * width * 4);  // the pending projections
   const CompressorBuffers b{s.pending_kv.data(), s.pending_gate.data(), s.overlap_kv.data(), s.overlap_gate.data(),
                             s.entries.data()};
   const auto& w = comp.weights();
-  check(compress_chunk(b, kv.data(), gate.data(), static_cast<int>(kv.rows()), start, ratio, dim, overlapping,
+  check(compress_chunk(b, kv.data(), gate.data(), static_cast<int>(kv.rows()), position_.device, ratio, dim,
+                       width == 2 * dim,
                        w_.tensor(w.position_bias), w_.tensor(w.norm), comp.eps(), w_.inv_freq(comp.rope()),
                        static_cast<int>(comp.rope().inv_freq().size()), stream_),
         "compress");
 }
 
 CudaOps::Selection CudaOps::index_select(const Array& q, const Array& w, const DeviceCompressor& keys,
-                                         const engine::Compressor& comp, int64_t start, int k) const {
+                                         const engine::Compressor& comp, int64_t, int k) const {
   const ScopedOp timed(profile_, "index_select", stream_);
-  const int64_t n = q.rows(), cols = (start + n) / comp.ratio();
+  // Every column any position up to the bound could see; those past a token's view score -inf.
+  const int64_t n = q.rows(), cols = position_.end_bound / comp.ratio();
   Selection selected({n, k}, stream_);
   if (cols == 0) {  // no entry yet: nothing to select
     selected.fill_bytes(0xff);
@@ -171,7 +185,8 @@ CudaOps::Selection CudaOps::index_select(const Array& q, const Array& w, const D
   Array scores({n, cols}, stream_);
   count(0, static_cast<double>(cols * comp.dim()) * 4);  // every index key
   check(indexer_scores(q.data(), w.data(), static_cast<int>(n), static_cast<int>(w.cols()), comp.dim(),
-                       keys.entries.data(), start, comp.ratio(), static_cast<int>(cols), scores.data(), stream_),
+                       keys.entries.data(), position_.device, comp.ratio(), static_cast<int>(cols), scores.data(),
+                       stream_),
         "index_select");
   check(topk(2, scores.data(), static_cast<int>(n), static_cast<int>(cols), k, selected.data(), stream_),
         "index_select (top-k)");
@@ -191,7 +206,7 @@ CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, const LayerState
   const int64_t entry_rows = selected != nullptr ? std::min(entries, n * selected->cols()) : entries;
   count(0, static_cast<double>((std::min<int64_t>(start, c.sliding_window) + n + entry_rows) * hd) * 4);
   check(cuda::attend(q.data(), static_cast<int>(q.rows()), H, hd, state.window.data(), c.sliding_window, kv.data(),
-                     start, ratio > 0 ? state.compressor.entries.data() : nullptr, ratio,
+                     position_.device, ratio > 0 ? state.compressor.entries.data() : nullptr, ratio,
                      selected != nullptr ? selected->data() : nullptr,
                      selected != nullptr ? static_cast<int>(selected->cols()) : 0, w_.tensor(a.weights().sinks), scale,
                      out.data(), stream_),
@@ -199,10 +214,10 @@ CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, const LayerState
   return out;
 }
 
-void CudaOps::window_store(LayerState& state, const Array& kv, int64_t start, int window) const {
+void CudaOps::window_store(LayerState& state, const Array& kv, int64_t, int window) const {
   const ScopedOp timed(profile_, "window_store", stream_);
   check(cuda::window_store(state.window.data(), window, static_cast<int>(kv.cols()), kv.data(),
-                           static_cast<int>(kv.rows()), start, stream_),
+                           static_cast<int>(kv.rows()), position_.device, stream_),
         "window_store");
 }
 

@@ -36,6 +36,15 @@ struct Traffic {
   double weight_bytes = 0, state_bytes = 0;
 };
 
+// Where a step's kernels read its first position — device memory, written before the step runs —
+// and the bound its host-side sizes are taken for: no token of the step is at `end_bound` or past
+// it. Eagerly issued, end_bound is the step's own end; a captured graph (CudaModel) takes a later
+// bound, so that it can be replayed at every position up to it.
+struct StepPosition {
+  const int64_t* device;
+  int64_t end_bound;
+};
+
 class CudaOps {
  public:
   using Array = DeviceArray<float>;
@@ -49,8 +58,14 @@ class CudaOps {
 
   // `keep_routing`: moe() keeps each call's routed experts in LayerState::last_experts. Off while a
   // step is captured as a graph: a graph that allocates memory it does not free cannot be replayed.
-  CudaOps(DeviceWeights& weights, cudaStream_t stream, Traffic* traffic = nullptr, bool keep_routing = true)
-      : w_(weights), stream_(stream), traffic_(traffic), keep_routing_(keep_routing) {}
+  CudaOps(DeviceWeights& weights, cudaStream_t stream, StepPosition position, Traffic* traffic = nullptr,
+          bool keep_routing = true)
+      : w_(weights), stream_(stream), position_(position), traffic_(traffic), keep_routing_(keep_routing) {}
+
+  // Allocates the layer's compressor buffers and reserves its entries for every position below
+  // end_bound, so that no op of a step up to that bound allocates session state (a graph captured
+  // afterwards must not). compress() calls it too.
+  void prepare(LayerState& state, const engine::Attention& a) const;
 
   // Times every op into `profile` (eager steps only: events are not captured into graphs here).
   void set_profile(OpProfile* profile) { profile_ = profile; }
@@ -67,6 +82,8 @@ class CudaOps {
   Array hyper_head(const model::HyperConnectionWeights& hc, const Tensor& norm, const Array& streams, int64_t first,
                    const model::ModelConfig& c) const;
 
+  // The ops below take the host's `start` as the shared model code passes it; their kernels read
+  // the position from StepPosition::device instead (the same value, unless a graph is replayed).
   Array linear(const Array& x, const LinearWeight& w) const;
   Array grouped_linear(const Array& x, const LinearWeight& w, int groups) const;
   void rms_norm(Array& x, int width, const Tensor* weight, float eps) const;
@@ -87,9 +104,11 @@ class CudaOps {
 
  private:
   void count(double weight_bytes, double state_bytes) const;
+  void prepare(DeviceCompressor& state, const engine::Compressor& compressor) const;
 
   DeviceWeights& w_;
   cudaStream_t stream_;
+  StepPosition position_;
   Traffic* traffic_;
   bool keep_routing_;
   OpProfile* profile_ = nullptr;

@@ -62,9 +62,9 @@ const char* kind_name(model::AttentionKind k) {
 // eagerly, an op's events also enclose the host's gaps between its launches, so small ops read
 // high and the sum exceeds the graph-replayed step; the graph's per-layer times are the truth.
 template <class Step>
-void report_per_op(CudaModel& gpu, Step& step, int steps, double graph_step_us, std::ostream& out) {
+void report_per_op(CudaModel& gpu, StepPosition at, Step& step, int steps, double graph_step_us, std::ostream& out) {
   OpProfile profile;
-  CudaOps timed(gpu.device_weights(), gpu.stream());
+  CudaOps timed(gpu.device_weights(), gpu.stream(), at);
   timed.set_profile(&profile);
   for (int i = 0; i < steps; ++i) step(timed, [](int) {});
   auto totals = profile.totals();
@@ -91,11 +91,13 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   const cudaStream_t stream = gpu.stream();
   const int L = config.num_layers, T = o.tokens_per_step;
   DeviceSession session = gpu.synthetic_session(o.ctx, T, o.seed + 1000);
+  session.position_at.copy_from_host(&session.position);
+  const StepPosition at{session.position_at.data(), o.ctx + T};  // every step is replayed at position ctx
 
   // The step's tokens: distinct ids, or one id T times (then every layer routes them alike).
   std::vector<int32_t> ids;
   for (int t = 0; t < T; ++t) ids.push_back(o.same_experts ? 1000 : 1000 + 7919 * t);
-  CudaOps plain(gpu.device_weights(), stream);
+  CudaOps plain(gpu.device_weights(), stream, at);
   const CudaOps::Ids device_ids = plain.upload_ids(ids);
   // One step at position ctx; `at_layer(l)` runs before layer l and (l = L) before the head.
   auto step = [&](CudaOps& ops, auto&& at_layer) {
@@ -111,7 +113,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   // to the next layer's at each layer boundary.
   std::vector<Traffic> per_layer(static_cast<size_t>(L) + 1);
   {
-    CudaOps counting(gpu.device_weights(), stream, &per_layer[static_cast<size_t>(L)]);  // the embedding first
+    CudaOps counting(gpu.device_weights(), stream, at, &per_layer[static_cast<size_t>(L)]);  // the embedding first
     step(counting, [&](int l) { counting.set_traffic(&per_layer[static_cast<size_t>(l)]); });
   }
   // Routed experts: the distinct experts each layer's tokens chose, read once per step.
@@ -133,7 +135,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   {
-    CudaOps captured(gpu.device_weights(), stream, nullptr, /*keep_routing=*/false);
+    CudaOps captured(gpu.device_weights(), stream, at, nullptr, /*keep_routing=*/false);
     // External event nodes: their timestamps can be read after a replay.
     CudaOps::Array logits = step(captured, [&](int l) {
       check(cudaEventRecordWithFlags(events[static_cast<size_t>(l)], stream, cudaEventRecordExternal), "event");
@@ -195,7 +197,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   out << fmt::format("{} graph replays after 3 warm-up replays; bytes = weights and session state the step must "
                      "read (activations not counted).\n",
                      o.steps);
-  if (o.per_op) report_per_op(gpu, step, o.steps, s.median, out);
+  if (o.per_op) report_per_op(gpu, at, step, o.steps, s.median, out);
   for (auto& e : events) cudaEventDestroy(e);
   cudaEventDestroy(begin);
   cudaEventDestroy(end);

@@ -230,8 +230,9 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(float* x, int wi
 
 // One thread per rotated pair (token, head, pair).
 __global__ void rope_kernel(float* x, int n, int heads, int dim, const float* inv_freq, int pairs,
-                            int64_t first_position, bool inverse) {
+                            const int64_t* first_position_at, bool inverse) {
   follow_previous_kernel();
+  const int64_t first_position = *first_position_at;
   const int64_t count = int64_t{n} * heads * pairs;
   for (int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; idx < count;
        idx += int64_t{gridDim.x} * blockDim.x) {
@@ -301,9 +302,9 @@ cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, flo
   return cudaGetLastError();
 }
 
-cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int pairs, int64_t first_position,
+cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int pairs, const int64_t* first_position,
                  bool inverse, cudaStream_t stream) {
-  if (!x || !inv_freq || n < 0 || heads < 1 || pairs < 1 || dim < 2 * pairs || first_position < 0)
+  if (!x || !inv_freq || !first_position || n < 0 || heads < 1 || pairs < 1 || dim < 2 * pairs)
     return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (const cudaError_t e = launch_dependent(rope_kernel, dim3(grid_for(int64_t{n} * heads * pairs)), dim3(kThreads), 0,

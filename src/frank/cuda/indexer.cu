@@ -24,9 +24,10 @@ constexpr int kTokens = 8;     // tokens per block
 constexpr int kThreads = 256;  // 16 x 16
 
 __global__ void __launch_bounds__(kThreads)
-    indexer_kernel(const float* q, const float* w, int n, int H, int d, const float* keys, int64_t start, int ratio,
-                   int cols, float scale, float* scores) {
+    indexer_kernel(const float* q, const float* w, int n, int H, int d, const float* keys, const int64_t* start_at,
+                   int ratio, int cols, float scale, float* scores) {
   follow_previous_kernel();
+  const int64_t start = *start_at;
   // Transposed ([dim][key], [dim][head]) so the inner loop reads consecutive words; the +1 padding
   // keeps the transposing stores free of bank conflicts.
   __shared__ float ks[kMaxDim][kCols + 1];
@@ -90,9 +91,9 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, const float* keys, int64_t start,
-                           int ratio, int cols, float* scores, cudaStream_t stream) {
-  if (!q || !w || !keys || !scores || n < 0 || H < 1 || d < 1 || d > kMaxDim || start < 0 || ratio < 1 || cols < 0)
+cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, const float* keys,
+                           const int64_t* start, int ratio, int cols, float* scores, cudaStream_t stream) {
+  if (!q || !w || !keys || !start || !scores || n < 0 || H < 1 || d < 1 || d > kMaxDim || ratio < 1 || cols < 0)
     return cudaErrorInvalidValue;
   const int64_t groups = (static_cast<int64_t>(n) + kTokens - 1) / kTokens;
   if (groups > 65535) return cudaErrorInvalidValue;

@@ -7,6 +7,11 @@
 // Each op computes what the CPU reference computes (the function named under it); the reference
 // accumulates in double, these in fp32, so they agree to rounding (tests/cuda/ops_check_*.cpp).
 // A launcher returns the launch error, or cudaErrorInvalidValue for arguments it cannot serve.
+//
+// Positions: a chunk's first position (`start`, `first_position`) is passed as a pointer to one
+// int64_t in device memory, which the kernels read when they run. Nothing the launcher decides (grid
+// sizes, which kernels run) depends on it, so one step captured as a CUDA graph replays at any
+// position once the caller writes the new position there (cuda::CudaModel's decode graphs).
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -33,10 +38,10 @@ cudaError_t linear_grouped(const float* x, int64_t ldx, int n, const void* w, We
 // times weight[i] when weight is not null. cpu::rms_norm.
 cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, float eps, cudaStream_t stream);
 
-// RoPE on x [n, heads*dim]: row t is at position first_position + t; in each head the last
+// RoPE on x [n, heads*dim]: row t is at position *first_position + t; in each head the last
 // 2*pairs values rotate in interleaved pairs (x[2i], x[2i+1]) by angle = inv_freq[i] * (float)position
 // (one fp32 product, then cosf/sinf); `inverse` negates the angle. engine::RopeTable::apply.
-cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int pairs, int64_t first_position,
+cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int pairs, const int64_t* first_position,
                  bool inverse, cudaStream_t stream);
 
 // x[i] *= s for i < count.
@@ -76,11 +81,11 @@ cudaError_t hc_head(const float* streams, int n, int N, int D, const float* fn, 
 // ---- attention state and attention (attention.cu, compressor.cu) ------------------------------
 
 // The sliding window ring [W, hd]: position p lives in row p % W. Stores the chunk's K=V rows
-// (chunk_kv [n, hd], positions start ..) that the ring keeps: the last min(n, W) of them.
-cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int n, int64_t start,
+// (chunk_kv [n, hd], positions *start ..) that the ring keeps: the last min(n, W) of them.
+cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int n, const int64_t* start,
                          cudaStream_t stream);
 
-// Attention with a sink for each token t (position pos = start + t) and head h, over keys that are
+// Attention with a sink for each token t (position pos = *start + t) and head h, over keys that are
 // also the values (K=V):
 //   - window: positions max(0, pos-W+1) .. pos; a position p < start is read from ring[p % W]
 //     (stored by earlier calls), p >= start from chunk_kv[p - start] (the ring is not yet updated);
@@ -90,9 +95,9 @@ cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int 
 //   logits l_j = (q[t][h] · key_j) * scale; mx = max(sink[h], max_j l_j);
 //   out[t][h] = sum_j exp(l_j - mx) / (exp(sink[h] - mx) + sum_i exp(l_i - mx)) * key_j
 // q and out are [n, H*hd]. engine::attend_with_sink (the key order does not matter).
-cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int W, const float* chunk_kv, int64_t start,
-                   const float* entries, int compress_ratio, const int32_t* selected, int k_sel, const float* sinks,
-                   float scale, float* out, cudaStream_t stream);
+cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int W, const float* chunk_kv,
+                   const int64_t* start, const float* entries, int compress_ratio, const int32_t* selected, int k_sel,
+                   const float* sinks, float scale, float* out, cudaStream_t stream);
 
 // A compressor's state on the device mirrors engine::CompressorState; what the host keeps there
 // as counters follows from the position alone (pending = position % ratio, has_overlap =
@@ -105,7 +110,7 @@ struct CompressorBuffers {
   float* entries;       // [capacity, dim]: entry w at row w
 };
 
-// Pushes a chunk of n tokens (positions start ..) through a compressor: kv, gate are the tokens'
+// Pushes a chunk of n tokens (positions *start ..) through a compressor: kv, gate are the tokens'
 // raw projections [n, width] with width = (overlapping ? 2 : 1) * dim. For every window the chunk
 // closes (position p with (p+1) % ratio == 0, entry w = p / ratio) it writes entries[w]:
 //   slots: [Ca of window w-1 (overlapping only; empty for w = 0: kv 0, gate -inf) | own tokens];
@@ -116,16 +121,17 @@ struct CompressorBuffers {
 //   norm_weight and eps; then RoPE (inv_freq, pairs) at position w * ratio.
 // Then it leaves pending holding the chunk's tokens of the still-open window and, if a window closed,
 // overlap holding that last closed window's Ca half (kv, and gate + bias). engine::Compressor::push.
-cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const float* gate, int n, int64_t start,
-                           int ratio, int dim, bool overlapping, const float* position_bias, const float* norm_weight,
-                           float eps, const float* inv_freq, int pairs, cudaStream_t stream);
+cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const float* gate, int n,
+                           const int64_t* start, int ratio, int dim, bool overlapping, const float* position_bias,
+                           const float* norm_weight, float eps, const float* inv_freq, int pairs, cudaStream_t stream);
 
-// Indexer scores for each token t (position start + t) over the entries visible to it
-// (e < (start + t + 1) / ratio), as engine::indexer_scores:
+// Indexer scores for each token t (position *start + t) over the entries visible to it
+// (e < (*start + t + 1) / ratio), as engine::indexer_scores:
 //   s = sum_h max(q[t][h] · keys[e], 0) * (1/sqrt(d)) * w[t][h];  other columns -inf.
-// q [n, H*d], w [n, H] (already scaled by 1/sqrt(H)), keys [cols, d], scores [n, cols].
-cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, const float* keys, int64_t start,
-                           int ratio, int cols, float* scores, cudaStream_t stream);
+// q [n, H*d], w [n, H] (already scaled by 1/sqrt(H)), keys [cols, d] (rows past the visible ones
+// may hold anything), scores [n, cols]. `cols` may exceed what any token sees (a graph's bound).
+cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, const float* keys,
+                           const int64_t* start, int ratio, int cols, float* scores, cudaStream_t stream);
 
 // ---- MoE (moe.cu) ---------------------------------------------------------------------------
 
