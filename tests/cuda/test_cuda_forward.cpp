@@ -24,37 +24,11 @@
 #include "frank/cuda/cuda_model.h"
 #include "frank/engine/run_modes.h"
 #include "frank/model/loader.h"
+#include "cuda/cuda_forward_util.h"
 #include "golden/fixture.h"
 
 namespace frank::test {
 namespace {
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define REQUIRE_GPU() \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: the CUDA forward is not checked here"
-
-std::unique_ptr<engine::Model> load(const std::filesystem::path& dir) {
-  auto m = model::load_model(dir);
-  return std::make_unique<engine::Model>(std::move(m.config), std::move(m.weights));
-}
-
-// Largest |got - want| / max(1, |want|), and where.
-struct Worst {
-  double err = 0.0;
-  int64_t row = -1, col = -1;
-};
-Worst compare(const Tensor& got, const Tensor& want) {
-  Worst w;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double e = std::abs(double{got.data[i]} - want.data[i]) / std::max(1.0, std::abs(double{want.data[i]}));
-    if (!(e <= w.err)) w = {e, i / want.cols(), i % want.cols()};
-  }
-  return w;
-}
 
 float bf16_round(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);

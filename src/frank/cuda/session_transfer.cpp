@@ -1,0 +1,124 @@
+#include "frank/cuda/session_transfer.h"
+
+#include <fmt/format.h>
+
+#include "frank/core/error.h"
+
+namespace frank::cuda {
+namespace {
+
+// What a compressor's state holds after `position` tokens (engine::Compressor::push).
+struct CompressorShape {
+  int64_t pending, entries;
+  bool has_overlap;
+  int64_t width, dim;
+};
+CompressorShape shape_at(const engine::Compressor& c, int64_t position) {
+  const bool overlapping = c.projection_width() == 2 * c.dim();
+  return {position % c.ratio(), position / c.ratio(), overlapping && position >= c.ratio(), c.projection_width(),
+          c.dim()};
+}
+
+void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (bytes > 0) check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "session transfer");
+}
+
+void download(const DeviceCompressor& d, const engine::Compressor& c, int64_t position, engine::CompressorState& h,
+              cudaStream_t stream) {
+  const CompressorShape s = shape_at(c, position);
+  h.pending = static_cast<int>(s.pending);
+  h.pending_kv.resize(static_cast<size_t>(s.pending * s.width));
+  h.pending_gate.resize(h.pending_kv.size());
+  copy(h.pending_kv.data(), d.pending_kv.data(), h.pending_kv.size() * sizeof(float), cudaMemcpyDeviceToHost, stream);
+  copy(h.pending_gate.data(), d.pending_gate.data(), h.pending_gate.size() * sizeof(float), cudaMemcpyDeviceToHost,
+       stream);
+  h.has_overlap = s.has_overlap;
+  if (s.has_overlap) {
+    h.overlap_kv.resize(static_cast<size_t>(c.ratio() * s.dim));
+    h.overlap_gate.resize(h.overlap_kv.size());
+    copy(h.overlap_kv.data(), d.overlap_kv.data(), h.overlap_kv.size() * sizeof(float), cudaMemcpyDeviceToHost, stream);
+    copy(h.overlap_gate.data(), d.overlap_gate.data(), h.overlap_gate.size() * sizeof(float), cudaMemcpyDeviceToHost,
+         stream);
+  }
+  h.n_entries = s.entries;
+  h.entries.resize(static_cast<size_t>(s.entries * s.dim));
+  copy(h.entries.data(), d.entries.data(), h.entries.size() * sizeof(float), cudaMemcpyDeviceToHost, stream);
+}
+
+void check_fits(const engine::CompressorState& h, const engine::Compressor& c, int64_t position, const char* which,
+                size_t layer) {
+  const CompressorShape s = shape_at(c, position);
+  const bool fits = h.pending == s.pending && std::ssize(h.pending_kv) == s.pending * s.width &&
+                    h.pending_gate.size() == h.pending_kv.size() && h.has_overlap == s.has_overlap &&
+                    (!s.has_overlap || (std::ssize(h.overlap_kv) == c.ratio() * s.dim &&
+                                        h.overlap_gate.size() == h.overlap_kv.size())) &&
+                    h.n_entries == s.entries && std::ssize(h.entries) == s.entries * s.dim;
+  if (!fits)
+    throw Error(fmt::format("session upload: layer {}'s {} state does not match position {} of this model", layer,
+                            which, position));
+}
+
+void upload(const engine::CompressorState& h, DeviceCompressor& d, cudaStream_t stream) {
+  copy(d.pending_kv.data(), h.pending_kv.data(), h.pending_kv.size() * sizeof(float), cudaMemcpyHostToDevice, stream);
+  copy(d.pending_gate.data(), h.pending_gate.data(), h.pending_gate.size() * sizeof(float), cudaMemcpyHostToDevice,
+       stream);
+  if (h.has_overlap) {
+    copy(d.overlap_kv.data(), h.overlap_kv.data(), h.overlap_kv.size() * sizeof(float), cudaMemcpyHostToDevice, stream);
+    copy(d.overlap_gate.data(), h.overlap_gate.data(), h.overlap_gate.size() * sizeof(float), cudaMemcpyHostToDevice,
+         stream);
+  }
+  copy(d.entries.data(), h.entries.data(), h.entries.size() * sizeof(float), cudaMemcpyHostToDevice, stream);
+}
+
+}  // namespace
+
+engine::Session download_session(CudaModel& model, const DeviceSession& session) {
+  const engine::Model& m = model.model();
+  engine::Session host(m.config());
+  host.position = session.position;
+  for (size_t l = 0; l < session.layers.size(); ++l) {
+    const DeviceLayerState& d = session.layers[l];
+    engine::LayerState& h = host.layers[l];
+    const engine::Attention& a = m.attention()[l];
+    copy(h.window.data(), d.window.data(), h.window.size() * sizeof(float), cudaMemcpyDeviceToHost, model.stream());
+    // A compressor that has seen no token yet may have no buffers on the device: nothing to copy.
+    if (a.compressor() && !d.compressor.pending_kv.empty())
+      download(d.compressor, *a.compressor(), session.position, h.compressor, model.stream());
+    if (a.index_compressor() && !d.indexer.pending_kv.empty())
+      download(d.indexer, *a.index_compressor(), session.position, h.indexer, model.stream());
+  }
+  check(cudaStreamSynchronize(model.stream()), "session download");
+  return host;
+}
+
+DeviceSession upload_session(CudaModel& model, const engine::Session& session) {
+  const engine::Model& m = model.model();
+  const model::ModelConfig& c = m.config();
+  if (std::ssize(session.layers) != c.num_layers)
+    throw Error(fmt::format("session upload: {} layers for a model of {}", session.layers.size(), c.num_layers));
+  for (size_t l = 0; l < session.layers.size(); ++l) {
+    const engine::LayerState& h = session.layers[l];
+    const engine::Attention& a = m.attention()[l];
+    if (std::ssize(h.window) != int64_t{c.sliding_window} * c.head_dim)
+      throw Error(fmt::format("session upload: layer {}'s window does not fit this model", l));
+    if (a.compressor()) check_fits(h.compressor, *a.compressor(), session.position, "compressor", l);
+    if (a.index_compressor()) check_fits(h.indexer, *a.index_compressor(), session.position, "indexer", l);
+  }
+
+  DeviceSession d = model.new_session();
+  d.position = session.position;
+  // Buffers and entries of the right sizes, as the next call would make them.
+  const CudaOps ops(model.device_weights(), model.stream(), {d.position_at.data(), session.position});
+  for (size_t l = 0; l < session.layers.size(); ++l) {
+    const engine::LayerState& h = session.layers[l];
+    DeviceLayerState& dl = d.layers[l];
+    ops.prepare(dl, m.attention()[l]);
+    copy(dl.window.data(), h.window.data(), h.window.size() * sizeof(float), cudaMemcpyHostToDevice, model.stream());
+    upload(h.compressor, dl.compressor, model.stream());
+    upload(h.indexer, dl.indexer, model.stream());
+  }
+  check(cudaStreamSynchronize(model.stream()), "session upload");  // the host vectors may go away
+  return d;
+}
+
+}  // namespace frank::cuda
