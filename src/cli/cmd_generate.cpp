@@ -76,13 +76,20 @@ void run(const GenerateOptions& o) {
   if (draft_tokens != 0 && !backend.is_cpu())
     throw Error("--draft-tokens: speculative decoding runs on the CPU backend only for now");
   if (draft_tokens != 0) generated = speculative(*model, o, prompt, draft_tokens);
-  Tensor logits = draft_tokens != 0 ? Tensor() : runner->forward(prompt, engine::Model::Logits::Last);
-  while (draft_tokens == 0 && static_cast<int>(generated.size()) < o.max_tokens) {
-    const int32_t next = sampler.next(std::span<const float>(logits.row(logits.rows() - 1), logits.cols()));
-    generated.push_back(next);
-    if (next == config.eos_token_id && !o.ignore_eos) break;
-    if (static_cast<int>(generated.size()) == o.max_tokens) break;
-    logits = runner->forward(std::span<const int32_t>(&next, 1), engine::Model::Logits::Last);
+  // The token after `ids`: greedy is chosen where the logits are (on the GPU for --backend cuda).
+  auto next_after = [&](std::span<const int32_t> ids) {
+    if (o.sampling.temperature == 0.0f) return runner->forward_greedy(ids);
+    const Tensor logits = runner->forward(ids, engine::Model::Logits::Last);
+    return sampler.next(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols())));
+  };
+  if (draft_tokens == 0) {
+    int32_t next = next_after(prompt);
+    while (true) {
+      generated.push_back(next);
+      if (next == config.eos_token_id && !o.ignore_eos) break;
+      if (static_cast<int>(generated.size()) == o.max_tokens) break;
+      next = next_after(std::span<const int32_t>(&next, 1));
+    }
   }
   finish(generated, o, config.eos_token_id);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -10,6 +10,7 @@ namespace frank_test {
 int check_dense_ops(uint64_t seed);
 int check_attention_ops(uint64_t seed);
 int check_moe_ops(uint64_t seed);
+int check_sampling_ops(uint64_t seed);
 
 // Largest |got - want| / max(1, |want|) over two equally long arrays.
 double max_scaled_error(const std::vector<float>& got, const std::vector<float>& want);

@@ -23,6 +23,7 @@
 #include "frank/core/error.h"
 #include "frank/cuda/cuda_model.h"
 #include "frank/engine/run_modes.h"
+#include "frank/engine/sampling.h"
 #include "frank/model/loader.h"
 #include "cuda/cuda_forward_util.h"
 #include "golden/fixture.h"
@@ -91,8 +92,9 @@ TEST_P(CudaGolden, Bf16LogitsMatchTheCpuReferenceOnRoundedWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGolden, ::testing::ValuesIn(all_cases()));
 
-// Greedy continuation of each fixture's prompt on both backends: the same tokens, unless they part
-// at a near-tie (top-2 gap of the CPU logits below the fp32 tolerance), which is then reported.
+// Greedy continuation of each fixture's prompt on both backends — the GPU choosing its tokens itself
+// (forward_greedy: argmax on the device) — the same tokens, unless they part at a near-tie (top-2
+// gap of the CPU logits below the fp32 tolerance), which is then reported.
 TEST(CudaGreedy, SameTokensAsTheCpuReference) {
   REQUIRE_GPU();
   for (const auto& dir : fixture_dirs()) {
@@ -101,14 +103,12 @@ TEST(CudaGreedy, SameTokensAsTheCpuReference) {
     cuda::CudaModel gpu(*model, cuda::WeightType::F32);
     engine::CpuRunner cpu_run(*model);
     cuda::CudaRunner gpu_run(gpu);
-    std::vector<int32_t> next(f.ids.begin(), f.ids.begin() + 4);
-    Tensor lc = cpu_run.forward(next, engine::Model::Logits::Last);
-    Tensor lg = gpu_run.forward(next, engine::Model::Logits::Last);
+    const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + 4);
+    Tensor lc = cpu_run.forward(prompt, engine::Model::Logits::Last);
+    int32_t tg = gpu_run.forward_greedy(prompt);
     for (int step = 0; step < 32; ++step) {
       const auto row_c = std::span<const float>(lc.row(0), lc.cols());
-      const auto row_g = std::span<const float>(lg.row(0), lg.cols());
-      const auto tc = static_cast<int32_t>(std::max_element(row_c.begin(), row_c.end()) - row_c.begin());
-      const auto tg = static_cast<int32_t>(std::max_element(row_g.begin(), row_g.end()) - row_g.begin());
+      const int32_t tc = engine::argmax(row_c);
       if (tc != tg) {
         std::vector<float> sorted(row_c.begin(), row_c.end());
         std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
@@ -120,7 +120,7 @@ TEST(CudaGreedy, SameTokensAsTheCpuReference) {
         break;
       }
       lc = cpu_run.forward(std::span<const int32_t>(&tc, 1), engine::Model::Logits::Last);
-      lg = gpu_run.forward(std::span<const int32_t>(&tg, 1), engine::Model::Logits::Last);
+      tg = gpu_run.forward_greedy(std::span<const int32_t>(&tg, 1));
     }
   }
 }

@@ -87,21 +87,44 @@ Tensor CudaModel::forward(DeviceSession& session, std::span<const int32_t> ids, 
   model_.check_call(session.position, ids);
   const auto n = static_cast<int64_t>(ids.size());
   if (n == 0) return Tensor({0, model_.config().vocab_size});
-  const bool all = logits == engine::Model::Logits::All;
-  const bool graph = graphs_.enabled && warm_ && n <= kGraphTokens;
-  session.position_at.copy_from_host(&session.position);
   DeviceArray<float> eager_out;
-  const DeviceArray<float>& out = graph ? replay(session, ids, all) : run_eager(session, ids, all, eager_out);
-  check(cudaEventRecord(end_, stream_), "cudaEventRecord");
+  const DeviceArray<float>& out = run(session, ids, logits == engine::Model::Logits::All, eager_out);
   Tensor host(out.shape());
   out.copy_to_host(host.data.data());
+  finish(session, n);
+  return host;
+}
+
+int32_t CudaModel::forward_greedy(DeviceSession& session, std::span<const int32_t> ids) {
+  model_.check_call(session.position, ids);
+  if (ids.empty()) throw Error("a greedy step needs at least one token");
+  DeviceArray<float> eager_out;
+  const DeviceArray<float>& out = run(session, ids, /*all_logits=*/false, eager_out);
+  DeviceArray<int32_t> token({1}, stream_);
+  check(argmax_rows(out.data(), 1, out.cols(), token.data(), stream_), "argmax_rows");
+  int32_t host = 0;
+  token.copy_to_host(&host);
+  finish(session, static_cast<int64_t>(ids.size()));
+  return host;
+}
+
+const DeviceArray<float>& CudaModel::run(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,
+                                         DeviceArray<float>& eager_out) {
+  last_graph_ = graphs_.enabled && warm_ && std::ssize(ids) <= kGraphTokens;
+  s.position_at.copy_from_host(&s.position);
+  const DeviceArray<float>& out = last_graph_ ? replay(s, ids, all_logits) : run_eager(s, ids, all_logits, eager_out);
+  check(cudaEventRecord(end_, stream_), "cudaEventRecord");
+  return out;
+}
+
+// After the caller's download: waits for the stream, records the call's time, advances the session.
+void CudaModel::finish(DeviceSession& s, int64_t tokens) {
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   float ms = 0;
   check(cudaEventElapsedTime(&ms, begin_, end_), "cudaEventElapsedTime");
-  step_times_.push_back({n, graph, ms});
+  step_times_.push_back({tokens, last_graph_, ms});
   warm_ = true;
-  session.position += n;
-  return host;
+  s.position += tokens;
 }
 
 const DeviceArray<float>& CudaModel::run_eager(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,

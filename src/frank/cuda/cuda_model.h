@@ -77,6 +77,8 @@ class CudaModel {
   DeviceSession synthetic_session(int64_t position, int64_t room, uint64_t seed);
   // As engine::Model::forward: logits on the host, [ids.size(), vocab] or [1, vocab] for Logits::Last.
   Tensor forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits);
+  // The greedy token after `ids`, chosen on the GPU (argmax_rows): only the token is downloaded.
+  int32_t forward_greedy(DeviceSession& session, std::span<const int32_t> ids);
 
   const engine::Model& model() const { return model_; }
   size_t weight_bytes() const { return weights_.bytes(); }
@@ -85,7 +87,11 @@ class CudaModel {
   const std::vector<StepTime>& step_times() const { return step_times_; }
 
  private:
-  // The call's logits in device memory (a graph's output buffer, or `eager_out`).
+  // Runs the call, leaving its logits in device memory (a graph's output buffer, or `eager_out`),
+  // and times it; the caller downloads what it needs, then calls finish().
+  const DeviceArray<float>& run(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,
+                                DeviceArray<float>& eager_out);
+  void finish(DeviceSession& s, int64_t tokens);
   const DeviceArray<float>& run_eager(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,
                                       DeviceArray<float>& eager_out);
   const DeviceArray<float>& replay(DeviceSession& s, std::span<const int32_t> ids, bool all_logits);
@@ -98,6 +104,7 @@ class CudaModel {
   bool warm_ = false;  // an eager call has run: every weight is in device memory, nothing to upload
   cudaEvent_t begin_ = nullptr, end_ = nullptr;
   std::vector<StepTime> step_times_;
+  bool last_graph_ = false;  // the call being run is a graph replay
 };
 
 class CudaRunner : public engine::SessionRunner {
@@ -106,6 +113,7 @@ class CudaRunner : public engine::SessionRunner {
   Tensor forward(std::span<const int32_t> ids, engine::Model::Logits logits) override {
     return model_.forward(session_, ids, logits);
   }
+  int32_t forward_greedy(std::span<const int32_t> ids) override { return model_.forward_greedy(session_, ids); }
 
  private:
   CudaModel& model_;

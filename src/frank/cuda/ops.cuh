@@ -158,4 +158,12 @@ struct ExpertTables {
 cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
                         const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream);
 
+// ---- sampling (sampling.cu) ------------------------------------------------------------------
+
+// out[r] = the greedy token of row r of logits [rows, vocab]: the lowest index of the largest
+// value, NaN values never chosen, and 0 when the row's first value is NaN — what a left-to-right
+// scan keeping the first strict maximum returns (engine::argmax). Temperature / top-p sampling
+// stays on the host: its nucleus is summed in double in sorted order (engine::Sampler).
+cudaError_t argmax_rows(const float* logits, int rows, int64_t vocab, int32_t* out, cudaStream_t stream);
+
 }  // namespace frank::cuda

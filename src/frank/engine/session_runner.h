@@ -8,6 +8,7 @@
 
 #include "frank/core/tensor.h"
 #include "frank/engine/model.h"
+#include "frank/engine/sampling.h"
 
 namespace frank::engine {
 
@@ -17,6 +18,12 @@ class SessionRunner {
   // Logits of `ids` at the session's next positions, on the host: [ids.size(), vocab], or [1, vocab]
   // for Logits::Last. Throws frank::Error for bad ids, leaving the session as it was.
   virtual Tensor forward(std::span<const int32_t> ids, Model::Logits logits) = 0;
+  // The greedy token after `ids` (engine::argmax of the last position's logits). A backend may
+  // choose it where the logits are, so that only the token moves.
+  virtual int32_t forward_greedy(std::span<const int32_t> ids) {
+    const Tensor logits = forward(ids, Model::Logits::Last);
+    return argmax(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols())));
+  }
 };
 
 class CpuRunner : public SessionRunner {
