@@ -435,9 +435,11 @@ int check_dense_ops(uint64_t seed) {
   failures += check_embed(rng, 37, 3) + check_embed(rng, 4096, 4);
   // Hyper-connections. Small shapes take the code paths the real one does not: unaligned K and D
   // (one float per lane), D < (N+1)^2 and D = N (no room for split partials: one split, the
-  // finish kernel sums the squares), N = 8 (several column steps per lane and row groups per
-  // warp in the partials, two matrix elements per lane in Sinkhorn, 2 token groups), D = 4099
-  // (more collapse values than the finish block keeps in registers).
+  // finishing block sums the squares), N = 8 (several column steps per lane and row groups per
+  // warp in the partials, the largest Sinkhorn, 2 token groups finished by their own last
+  // blocks), D = 4099 and 4352 (more collapse values than a collapsing thread keeps in registers,
+  // one float and 16 bytes at a time). The reruns also show that every launch leaves its arrival
+  // counters ready for the next.
   failures += check_hc_site(rng, 2, 37, 3);
   failures += check_hc_head(rng, 2, 37, 3);
   failures += check_hc_site(rng, 4, 16, 2);
@@ -445,6 +447,8 @@ int check_dense_ops(uint64_t seed) {
   failures += check_hc_site(rng, 8, 1024, 9);
   failures += check_hc_site(rng, 2, 4099, 2);
   failures += check_hc_head(rng, 2, 4099, 2);
+  failures += check_hc_site(rng, 2, 4352, 1);
+  failures += check_hc_head(rng, 2, 4352, 1);
   for (int n : {1, 3, 8, 13, 300}) {  // decode, verify, prefill
     failures += check_hc_site(rng, 4, 4096, n);
     failures += check_hc_head(rng, 4, 4096, n);

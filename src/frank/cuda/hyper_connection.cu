@@ -1,36 +1,52 @@
 // Manifold-constrained hyper-connections (contract in ops.cuh): hc_pre, hc_post, hc_head.
 //
-// hc_pre and hc_head are two kernels each:
-//   1. partial_kernel (split-K): fn · streams[t] is (2+N)*N rows (hc_head: N) of K = N*D values,
-//      24 x 16384 (1.5 MB) at the real shape. One block takes one chunk of K columns of every row
-//      for a group of up to kTokens tokens, so ~128 blocks read the matrix at once, each value once
-//      per group; the streams' sum of squares (for their RMS) rides along as one more row. Partial
-//      sums go to scratch: the op's own [n, D] output (input / out), as [t][row][split].
-//   2. finish_kernel, one block per token: sums each row's partials in a fixed order (so a result
-//      is the same on every run), then m = fn · (x * inv) = inv * (fn · x). In hc_pre warp 0 makes
-//      mix (sigmoids, Sinkhorn) while the other warps collapse the streams with pre; all then
-//      RMS-normalise the collapsed row, which stays in registers.
+// hc_pre and hc_head are one kernel each (site_kernel), in two phases:
+//   1. Every block: split-K partial dot products. fn · streams[t] is (2+N)*N rows (hc_head: N) of
+//      K = N*D values, 24 x 16384 (1.5 MB) at the real shape. Block (s, g) takes one chunk of K
+//      columns of every row for token group g (up to kTokens tokens), so ~128 blocks read the
+//      matrix at once, each value once per group. The RMS of the streams is not applied first:
+//      fn · (x / rms) = (fn · x) / rms, so the sum of squares rides along as one more row and the
+//      norm is applied to the finished sums. Partial sums go to scratch, the op's own [n, D]
+//      output (input / out), as [t][row][split]; then the block counts itself in its group's
+//      arrival counter.
+//   2. The group's last block to arrive (it alone sees the count complete) sums each row's partials
+//      in a fixed order, so a result does not depend on which block came last. Then warps
+//      0..kTokens-1 each make one token's mix (sigmoids, Sinkhorn in registers: hc_sinkhorn.cuh)
+//      while the other warps collapse the streams with pre and RMS-normalise the collapsed rows,
+//      token after token.
+// One kernel instead of a partial and a finishing kernel saves a launch and a grid-completion wait
+// per site; the finishing block's longest path is Sinkhorn's 39 dependent normalisations, which
+// overlap the collapse. The arrival counters are static device memory, one per token group: each
+// launch leaves them at zero (atomicInc wraps), so calls must not run concurrently (calls on one
+// stream never do).
 // Toy shapes whose output row cannot hold the partials of even one split (D < rows + 1) take one
-// split without the sum of squares, into mix (hc_pre) or out (hc_head, D >= N); the finish kernel
+// split without the sum of squares, into mix (hc_pre) or out (hc_head, D >= N); the finishing block
 // then sums the squares itself.
 #include <cstdint>
 
-#include "frank/cuda/ops.cuh"
+#include "frank/cuda/hc_sinkhorn.cuh"
 #include "frank/cuda/launch.cuh"
+#include "frank/cuda/ops.cuh"
 #include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
 namespace {
 
-constexpr unsigned kAll = 0xffffffffu;
-constexpr int kMaxStreams = 8;                                   // largest N (Sinkhorn: N*N <= 64 = 2 per lane)
-constexpr int kMaxRows = (2 + kMaxStreams) * kMaxStreams + 1;    // logit rows + the sum of squares
-constexpr int kTokens = 8;                                       // tokens per partial block
-constexpr int kRowsPerWarp = 32 / kTokens;                       // a warp's sums fill its 32 lanes
-constexpr int kMaxPartialWarps = 16;
-constexpr int kFinishThreads = 512;
-constexpr int kHold = 4;                                         // collapse vectors a thread keeps in registers
+constexpr int kMaxStreams = 8;                                  // largest N
+constexpr int kMaxMix = (2 + kMaxStreams) * kMaxStreams;        // logit rows (hc_pre), mix width
+constexpr int kTokens = 8;                                      // tokens per group
+constexpr int kMaxGroups = 65535;                               // grid.y limit
+constexpr int kRowsPerWarp = 32 / kTokens;                      // a warp's partial sums fill its 32 lanes
+constexpr int kThreads = 512;                                   // every block of site_kernel
+constexpr int kWarps = kThreads / 32;
+constexpr int kMixWarps = kTokens;                              // finishing: one mixing warp per token
+constexpr int kCollapseThreads = kThreads - 32 * kMixWarps;     // finishing: the others collapse
+constexpr int kCollapseWarps = kCollapseThreads / 32;
+constexpr int kRowsAtOnce = 4;                                  // finishing: partial rows a warp sums together
+constexpr int kHold = 4;                                        // collapse vectors a thread keeps in registers
 constexpr int kPostThreads = 256;
+
+__device__ unsigned g_arrivals[kMaxGroups];  // blocks of a group done with phase 1; zero between launches
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -53,31 +69,36 @@ __device__ void store(float* p, const float (&v)[V]) {
     p[0] = v[0];
 }
 
-struct Partials {
+struct Site {
   const float* streams;  // [n, K]
-  int n;
-  int64_t K;
-  const float* fn;  // [fn_rows, K]
-  int fn_rows;
-  int rows;        // fn_rows, plus one when the sum of squares is a row
-  int64_t chunk;   // columns per split: a multiple of 32 * V
+  int n, N, D;
+  int64_t K;               // N * D
+  const float* fn;         // [fn_rows, K]
+  int fn_rows;             // (2+N)*N for hc_pre, N for hc_head
+  int rows;                // fn_rows, plus one when the sum of squares is a row
+  int64_t chunk;           // columns per split: a multiple of 32 * V
   int splits;
-  float* part;  // part[t*ld + r*splits + s]
+  float* part;             // part[t*ld + r*splits + s]: the output (mix for toy hc_pre shapes)
   int64_t ld;
+  const float* base;
+  const float* scale;
+  int sinkhorn_iters;      // hc_pre only
+  float hc_eps, norm_eps;
+  const float* norm_weight;
+  float* mix;              // [n, 2N + N*N], hc_pre only
+  float* out;              // [n, D]
 };
 
-// Block (s, g): for tokens g*kTokens.. and columns [s*chunk, (s+1)*chunk), the partial dot
+// Phase 1 of block (s, g): for tokens t0.. and columns [s*chunk, (s+1)*chunk), the partial dot
 // products of every fn row (row fn_rows: x · x). A warp takes kRowsPerWarp rows at a time; each
-// lane accumulates its columns for kRowsPerWarp x kTokens sums, which transpose_sum reduces.
+// lane accumulates its columns for kRowsPerWarp x kTokens sums, which reduce_scatter adds up.
 template <int V>
-__global__ void __launch_bounds__(kMaxPartialWarps * 32) partial_kernel(Partials p) {
-  follow_previous_kernel();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const int s = blockIdx.x, t0 = blockIdx.y * kTokens;
-  const int nt = p.n - t0 < kTokens ? p.n - t0 : kTokens;
+__device__ void partial_sums(const Site& p, int t0, int nt) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int s = blockIdx.x;
   const int64_t c0 = s * p.chunk, c1 = c0 + p.chunk < p.K ? c0 + p.chunk : p.K;
   const float* x = p.streams + t0 * p.K;
-  for (int r0 = warp * kRowsPerWarp; r0 < p.rows; r0 += warps * kRowsPerWarp) {
+  for (int r0 = warp * kRowsPerWarp; r0 < p.rows; r0 += kWarps * kRowsPerWarp) {
     float acc[kRowsPerWarp * kTokens] = {};
     for (int64_t c = c0 + lane * V; c < c1; c += 32 * V) {
       float xv[kTokens][V] = {};
@@ -99,127 +120,90 @@ __global__ void __launch_bounds__(kMaxPartialWarps * 32) partial_kernel(Partials
           }
       }
     }
-    const float sum = reduce_scatter<32>(acc, threadIdx.x % 32);  // lane: row r0 + lane / kTokens, token lane % kTokens
+    const float sum = reduce_scatter<32>(acc, lane);  // lane: row r0 + lane / kTokens, token lane % kTokens
     const int r = r0 + lane / kTokens, t = lane % kTokens;
     if (r < p.rows && t < nt) p.part[(t0 + t) * p.ld + int64_t{r} * p.splits + s] = sum;
   }
 }
 
-// The sum, in the order first, first + step, ... (N terms; the reference's order), of elements of
-// an N x N matrix held by a warp: element e in lane e % 32, slot e / 32. `two`: slot 1 is in use.
-template <class T>
-__device__ T line_sum(const float (&c)[2], int first, int step, int N, bool two) {
-  T s = 0;
-#pragma unroll
-  for (int i = 0; i < kMaxStreams; ++i) {
-    if (i >= N) break;
-    const int e = first + i * step;
-    const float lo = __shfl_sync(kAll, c[0], e & 31), hi = two ? __shfl_sync(kAll, c[1], e & 31) : 0.0f;
-    s += e < 32 ? lo : hi;
+// Asks the L2 for `count` floats from p, the lines spread over the blocks of grid row 0.. (each
+// block a few): the finishing block then finds them there instead of in HBM.
+__device__ void prefetch_l2(const float* p, int64_t count) {
+  constexpr int kLine = 32;  // floats per 128-byte line
+  for (int64_t i = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * kLine; i < count;
+       i += int64_t{gridDim.x} * blockDim.x * kLine)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i));
+}
+
+// After phase 1: true in the last block of this group to get here (every other block's partial
+// sums are then visible to it). Fences on both sides of the count: the partial sums are written
+// before it, and the last block reads them after it.
+__device__ bool arrived_last(unsigned* arrivals) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicInc(arrivals, gridDim.x - 1) == gridDim.x - 1;  // the last arrival wraps it to 0
+    __threadfence();
   }
+  __syncthreads();
+  return last;
+}
+
+// Sum over the collapsing warps only (named barrier 1; the mixing warps never wait on it). `red`
+// holds kCollapseWarps floats.
+__device__ float collapse_sum(float v, float* red) {
+  v = warp_sum(v);
+  asm volatile("bar.sync 1, %0;" ::"n"(kCollapseThreads) : "memory");  // red may still be read
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32 - kMixWarps] = v;
+  asm volatile("bar.sync 1, %0;" ::"n"(kCollapseThreads) : "memory");
+  float s = 0.0f;
+  for (int i = 0; i < kCollapseWarps; ++i) s += red[i];
   return s;
 }
 
-__device__ float line_max(const float (&c)[2], int first, int N, bool two) {
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kMaxStreams; ++i) {
-    if (i >= N) break;
-    const int e = first + i;
-    const float lo = __shfl_sync(kAll, c[0], e & 31), hi = two ? __shfl_sync(kAll, c[1], e & 31) : 0.0f;
-    mx = fmaxf(mx, e < 32 ? lo : hi);
-  }
-  return mx;
+__device__ float inv_rms(float sum_sq, int64_t count, float eps) {
+  return 1.0f / sqrtf(sum_sq / static_cast<float>(count) + eps);
 }
 
-// engine::sinkhorn on the N x N matrix c (row j = source stream) held by the warp as in line_sum,
-// every lane normalising its own elements; sums and divisions as in the reference.
-__device__ void sinkhorn(float (&c)[2], int N, int iters, float eps) {
+// pre[j] = sigmoid(m[j] * inv * scale + base[j]) + hc_eps, the same bits in both roles.
+__device__ float pre_weight(float m, float inv, float scale, float base, float hc_eps) {
+  return sigmoid(m * inv * scale + base) + hc_eps;
+}
+
+// One mixing warp: mix = [pre | post | Sinkhorn(comb)] of one token from its logits m (times
+// inv); every lane computes it all, lane e % 32 writes element e.
+template <int N>
+__device__ void write_mix(const Site& a, const float* m, float inv, const float* base, const float* scale,
+                          float* mix) {
   const int lane = threadIdx.x & 31;
-  const int slots = N * N > 32 ? 2 : 1;  // warp-uniform
-  const bool two = slots == 2;
-  int row[2], col[2];
-  bool valid[2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int e = lane + 32 * i;
-    row[i] = e / N, col[i] = e % N, valid[i] = e < N * N;
+  for (int i = 0; i < N; ++i) {
+    const float pre = pre_weight(m[i], inv, scale[0], base[i], a.hc_eps);
+    const float post = 2.0f * sigmoid(m[N + i] * inv * scale[1] + base[N + i]);
+    if (i % 32 == lane) mix[i] = pre;
+    if ((N + i) % 32 == lane) mix[N + i] = post;
   }
-  // Row softmax (cpu::softmax: a double sum and division), plus eps.
-  float mx[2] = {}, sum[2] = {};
+  float c[N * N];
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
-    if (i < slots) mx[i] = line_max(c, row[i] * N, N, two);
+  for (int e = 0; e < N * N; ++e) c[e] = m[2 * N + e] * inv * scale[2] + base[2 * N + e];
+  sinkhorn<N>(c, a.sinkhorn_iters, a.hc_eps);
 #pragma unroll
-  for (int i = 0; i < 2; ++i) c[i] = valid[i] ? expf(c[i] - mx[i]) : 0.0f;
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-    if (i < slots) sum[i] = static_cast<float>(c[i] / line_sum<double>(c, row[i] * N, 1, N, two));
-#pragma unroll
-  for (int i = 0; i < 2; ++i) c[i] = valid[i] ? sum[i] + eps : 0.0f;
-  // Then columns; then (iters - 1) x (rows, columns). All sums are taken before any division.
-  for (int it = 0; it < 2 * iters - 1; ++it) {
-    const bool rows = it % 2 == 1;
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-      if (i < slots)
-        sum[i] = rows ? line_sum<float>(c, row[i] * N, 1, N, two) : line_sum<float>(c, col[i], N, N, two);
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-      if (valid[i]) c[i] /= sum[i] + eps;
-  }
+  for (int e = 0; e < N * N; ++e)
+    if ((2 * N + e) % 32 == lane) mix[2 * N + e] = c[e];
 }
 
-struct Finish {
-  const float* streams;
-  int N, D;
-  const float* base;
-  const float* scale;
-  int sinkhorn_iters;  // hc_pre only
-  float hc_eps, norm_eps;
-  const float* norm_weight;
-  const float* part;  // from partial_kernel: part[t*ld + r*splits + s]
-  int64_t ld;
-  int rows, splits;
-  bool sq_in_part;  // row rows - 1 is the streams' sum of squares
-  float* mix;       // [n, 2N + N*N], hc_pre only; may hold part
-  float* out;       // [n, D]; may hold part
-};
-
-// The biases and scales warp 0 of hc_pre's finish block needs for its lane of mix: loaded before
-// the partials are summed, so that their latency is not added to Sinkhorn's.
-struct MixBias {
-  float post, comb[2], scale_post, scale_comb;
-};
-
-__device__ MixBias load_mix_bias(const Finish& a) {
-  const int N = a.N, lane = threadIdx.x & 31;
-  MixBias b{lane < N ? a.base[N + lane] : 0.0f, {}, a.scale[1], a.scale[2]};
-  for (int i = 0; i < 2; ++i) b.comb[i] = lane + 32 * i < N * N ? a.base[2 * N + lane + 32 * i] : 0.0f;
-  return b;
-}
-
-// Warp 0 of hc_pre's finish block: mix[t] = [pre | post | Sinkhorn(comb)] from the logits m.
-__device__ void write_mix(const Finish& a, const MixBias& b, const float* m, float inv,
-                          const float (&pre)[kMaxStreams]) {
-  const int N = a.N, lane = threadIdx.x & 31;
-  float* mix = a.mix + blockIdx.x * int64_t{2 * N + N * N};
-  if (lane < N) {
-    float p = 0.0f;  // pre[lane] without dynamic indexing, which would put pre in local memory
-#pragma unroll
-    for (int j = 0; j < kMaxStreams; ++j)
-      if (j == lane) p = pre[j];
-    mix[lane] = p;
-    mix[N + lane] = 2.0f * sigmoid(m[N + lane] * inv * b.scale_post + b.post);
+__device__ void write_mix(const Site& a, const float* m, float inv, const float* base, const float* scale, float* mix) {
+  switch (a.N) {
+    case 1: return write_mix<1>(a, m, inv, base, scale, mix);
+    case 2: return write_mix<2>(a, m, inv, base, scale, mix);
+    case 3: return write_mix<3>(a, m, inv, base, scale, mix);
+    case 4: return write_mix<4>(a, m, inv, base, scale, mix);
+    case 5: return write_mix<5>(a, m, inv, base, scale, mix);
+    case 6: return write_mix<6>(a, m, inv, base, scale, mix);
+    case 7: return write_mix<7>(a, m, inv, base, scale, mix);
+    default: return write_mix<8>(a, m, inv, base, scale, mix);
   }
-  float c[2];
-  for (int i = 0; i < 2; ++i) {
-    const int e = lane + 32 * i;
-    c[i] = e < N * N ? m[2 * N + e] * inv * b.scale_comb + b.comb[i] : 0.0f;
-  }
-  sinkhorn(c, N, a.sinkhorn_iters, a.hc_eps);
-  for (int i = 0; i < 2; ++i)
-    if (lane + 32 * i < N * N) mix[2 * N + lane + 32 * i] = c[i];
 }
 
 // s = sum_j pre[j] * x[j*D + d .. + V] (the streams of one token).
@@ -237,99 +221,132 @@ __device__ void collapse(const float* x, const float (&pre)[kMaxStreams], int N,
     }
 }
 
-// One block per token: the logits from their partials, mix (Full), and
-// out = RMSNorm(sum_j pre[j] * stream_j) * norm_weight.
-template <int V, bool Full>
-__global__ void __launch_bounds__(kFinishThreads) finish_kernel(Finish a) {
-  follow_previous_kernel();
-  __shared__ float m[kMaxRows];
-  __shared__ float red[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const int N = a.N, D = a.D;
-  const int64_t K = int64_t{N} * D;
-  const float* x = a.streams + blockIdx.x * K;
-  const float* part = a.part + blockIdx.x * a.ld;
-  const bool mixer = Full && warp == 0;  // makes mix while the others collapse
-  MixBias bias{};
-  if (mixer) bias = load_mix_bias(a);
-  float base[kMaxStreams];
+// One collapsing thread (tid < kCollapseThreads) for every token of the group:
+// out[t] = RMSNorm(sum_j pre[j] * stream_j) * norm_weight. A thread keeps its first kHold vectors
+// in registers and stores the rest (D > kHold * V * kCollapseThreads) unscaled, to rescale after
+// the norm.
+template <int V>
+__device__ void collapse_tokens(const Site& a, int t0, int nt, const float (*m)[kMaxMix + 1], const float* sq,
+                                const float* base, float scale, float* red) {
+  const int N = a.N, D = a.D, tid = threadIdx.x - 32 * kMixWarps, vectors = D / V;
+  for (int t = 0; t < nt; ++t) {
+    const float* x = a.streams + (t0 + t) * a.K;
+    float* o = a.out + (t0 + t) * int64_t{D};
+    const float inv = inv_rms(sq[t], a.K, a.norm_eps);
+    float pre[kMaxStreams];
 #pragma unroll
-  for (int j = 0; j < kMaxStreams; ++j) base[j] = j < N ? a.base[j] : 0.0f;
-  const float scale = a.scale[0];
-  for (int r = warp; r < a.rows; r += warps) {  // a fixed order: lane strides, then the warp tree
-    const float* row = part + int64_t{r} * a.splits;
-    float s = 0.0f;
-    for (int i0 = lane; i0 < a.splits; i0 += 4 * 32) {  // 4 loads in flight per lane
-      float v[4];
+    for (int j = 0; j < kMaxStreams; ++j) pre[j] = j < N ? pre_weight(m[t][j], inv, scale, base[j], a.hc_eps) : 0.0f;
+    float held[kHold][V], sq_out = 0.0f;
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = i0 + 32 * u < a.splits ? row[i0 + 32 * u] : 0.0f;
+    for (int h = 0; h < kHold; ++h) {  // unconditional loads (of vector 0 past the end): all in flight at once
+      const int i = tid + h * kCollapseThreads;
+      collapse(x, pre, N, D, i < vectors ? i * V : 0, held[h]);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) s += v[u];
+      for (int v = 0; v < V; ++v) sq_out = i < vectors ? fmaf(held[h][v], held[h][v], sq_out) : sq_out;
     }
-    s = warp_sum(s);
-    if (lane == 0) m[r] = s;
-  }
-  __syncthreads();  // m is complete and the partials are read: out and mix may be written
-  float sq;
-  if (a.sq_in_part) {
-    sq = m[a.rows - 1];
-  } else {
-    float v = 0.0f;
-    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) v = fmaf(x[i], x[i], v);
-    sq = block_sum(v, red);
-  }
-  const float inv = 1.0f / sqrtf(sq / static_cast<float>(K) + a.norm_eps);
-  float pre[kMaxStreams];
-#pragma unroll
-  for (int j = 0; j < kMaxStreams; ++j) pre[j] = j < N ? sigmoid(m[j] * inv * scale + base[j]) + a.hc_eps : 0.0f;
-
-  // Each collapsing thread keeps its first kHold vectors in registers and stores the rest
-  // (D > kHold * V * threads) unscaled, to rescale below.
-  const int first = Full ? 32 : 0, count = blockDim.x - first, tid = threadIdx.x - first;
-  const int vectors = D / V;
-  float* o = a.out + blockIdx.x * int64_t{D};
-  float held[kHold][V], sq_out = 0.0f;
-  if (mixer) {
-    write_mix(a, bias, m, inv, pre);
-  } else {
-#pragma unroll
-    for (int h = 0; h < kHold; ++h) {
-      const int i = tid + h * count;
-      if (i < vectors) {
-        collapse(x, pre, N, D, i * V, held[h]);
-#pragma unroll
-        for (int v = 0; v < V; ++v) sq_out = fmaf(held[h][v], held[h][v], sq_out);
-      }
-    }
-    for (int i = tid + kHold * count; i < vectors; i += count) {
+    for (int i = tid + kHold * kCollapseThreads; i < vectors; i += kCollapseThreads) {
       float s[V];
       collapse(x, pre, N, D, i * V, s);
 #pragma unroll
       for (int v = 0; v < V; ++v) sq_out = fmaf(s[v], s[v], sq_out);
       store(o + i * V, s);
     }
-  }
-  const float inv_out = 1.0f / sqrtf(block_sum(sq_out, red) / static_cast<float>(D) + a.norm_eps);
-  if (mixer) return;
-  auto finish = [&](int i, float (&s)[V]) {  // s * inv_out * norm_weight, as cpu::rms_norm
-    float w[V];
-    if (a.norm_weight) load(a.norm_weight + i * V, w);
+    // The norm weights of the held vectors, asked for before the block-wide sum so that their
+    // latency (L2: prefetched in phase 1) hides behind it.
+    float w[kHold][V];
 #pragma unroll
-    for (int v = 0; v < V; ++v) {
-      s[v] *= inv_out;
-      if (a.norm_weight) s[v] *= w[v];
+    for (int h = 0; h < kHold; ++h) {
+      const int i = tid + h * kCollapseThreads;
+      if (a.norm_weight) {
+        load(a.norm_weight + (i < vectors ? i * V : 0), w[h]);
+      } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v) w[h][v] = 1.0f;
+      }
     }
-    store(o + i * V, s);
-  };
+    const float inv_out = inv_rms(collapse_sum(sq_out, red), D, a.norm_eps);
 #pragma unroll
-  for (int h = 0; h < kHold; ++h)
-    if (tid + h * count < vectors) finish(tid + h * count, held[h]);
-  for (int i = tid + kHold * count; i < vectors; i += count) {  // this thread's own stores above
-    float s[V];
+    for (int h = 0; h < kHold; ++h) {  // s * inv_out * norm_weight, as cpu::rms_norm
+      const int i = tid + h * kCollapseThreads;
+      if (i < vectors) {
 #pragma unroll
-    for (int v = 0; v < V; ++v) s[v] = o[i * V + v];
-    finish(i, s);
+        for (int v = 0; v < V; ++v) held[h][v] = held[h][v] * inv_out * w[h][v];
+        store(o + i * V, held[h]);
+      }
+    }
+    for (int i = tid + kHold * kCollapseThreads; i < vectors; i += kCollapseThreads) {  // its own stores above
+      float s[V], wv[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) s[v] = o[i * V + v];
+      if (a.norm_weight) load(a.norm_weight + i * V, wv);
+#pragma unroll
+      for (int v = 0; v < V; ++v) s[v] = a.norm_weight ? s[v] * inv_out * wv[v] : s[v] * inv_out;
+      store(o + i * V, s);
+    }
   }
+}
+
+// Phase 2, in the group's last block: the logits m[t][r] from the partials (lane strides, then the
+// warp tree: a fixed order), the streams' sums of squares, then mix (Full) and out.
+template <int V, bool Full>
+__device__ void finish(const Site& a, int t0, int nt, float base_value, float scale_value) {
+  __shared__ float m[kTokens][kMaxMix + 1];
+  __shared__ float sq[kTokens];
+  __shared__ float base[kMaxMix], scale[3];
+  __shared__ float red[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int total = nt * a.rows;
+  for (int i0 = warp * kRowsAtOnce; i0 < total; i0 += kWarps * kRowsAtOnce) {
+    float s[kRowsAtOnce] = {};
+#pragma unroll 4
+    for (int k = lane; k < a.splits; k += 32)
+#pragma unroll
+      for (int u = 0; u < kRowsAtOnce; ++u) {
+        const int i = i0 + u, t = i / a.rows, r = i % a.rows;
+        if (i < total) s[u] += __ldcg(a.part + (t0 + t) * a.ld + int64_t{r} * a.splits + k);  // written this launch
+      }
+#pragma unroll
+    for (int u = 0; u < kRowsAtOnce; ++u) {
+      const float v = warp_sum(s[u]);
+      const int i = i0 + u;
+      if (lane == 0 && i < total) m[i / a.rows][i % a.rows] = v;
+    }
+  }
+  const int bias_count = Full ? 2 * a.N + a.N * a.N : a.N;
+  if (threadIdx.x < bias_count) base[threadIdx.x] = base_value;
+  if (threadIdx.x < (Full ? 3 : 1)) scale[threadIdx.x] = scale_value;
+  __syncthreads();  // m is complete and the partials are read: out and mix may be written
+  for (int t = 0; t < nt; ++t) {
+    float v = 0.0f;
+    if (a.rows == a.fn_rows) {  // toy shapes: the squares were not a row
+      const float* x = a.streams + (t0 + t) * a.K;
+      for (int64_t i = threadIdx.x; i < a.K; i += kThreads) v = fmaf(x[i], x[i], v);
+      v = block_sum(v, red);
+    }
+    if (threadIdx.x == 0) sq[t] = a.rows == a.fn_rows ? v : m[t][a.rows - 1];
+  }
+  __syncthreads();
+  if (warp < kMixWarps) {
+    if (Full && warp < nt)
+      write_mix(a, m[warp], inv_rms(sq[warp], a.K, a.norm_eps), base, scale,
+                a.mix + (t0 + warp) * int64_t{2 * a.N + a.N * a.N});
+    return;
+  }
+  collapse_tokens<V>(a, t0, nt, m, sq, base, scale[0], red);
+}
+
+template <int V, bool Full>
+__global__ void __launch_bounds__(kThreads) site_kernel(Site a) {
+  follow_previous_kernel();
+  const int t0 = blockIdx.y * kTokens, nt = a.n - t0 < kTokens ? a.n - t0 : kTokens;
+  // The small parameters the finishing block needs, asked for now so their latency hides behind
+  // phase 1: base and scale in registers, the norm weights into L2.
+  const int bias_count = Full ? 2 * a.N + a.N * a.N : a.N;
+  const float base_value = threadIdx.x < bias_count ? a.base[threadIdx.x] : 0.0f;
+  const float scale_value = threadIdx.x < (Full ? 3 : 1) ? a.scale[threadIdx.x] : 0.0f;
+  if (a.norm_weight && blockIdx.y == 0) prefetch_l2(a.norm_weight, a.D);
+  partial_sums<V>(a, t0, nt);
+  if (arrived_last(&g_arrivals[blockIdx.y])) finish<V, Full>(a, t0, nt, base_value, scale_value);
 }
 
 // One thread per (token, d): all N new stream values from the N old ones.
@@ -360,48 +377,32 @@ __global__ void __launch_bounds__(kPostThreads)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Both kernels of hc_pre (Full) or hc_head, for fn [fn_rows, N*D]; a.part and the split fields
-// are filled in here.
+// site_kernel for hc_pre (Full) or hc_head; the split fields of `a` are filled in here.
 template <bool Full>
-cudaError_t launch(Finish a, int n, const float* fn, int fn_rows, cudaStream_t stream) {
-  const int64_t K = int64_t{a.N} * a.D;
-  const int V = K % 4 == 0 && aligned16(a.streams) && aligned16(fn) ? 4 : 1;
-  Partials p{a.streams, n, K, fn, fn_rows, fn_rows + 1, 0, 0, a.out, a.D};
-  if (p.rows > a.D) {  // toy shapes: one split, logits only (mix holds fn_rows per token, out D >= N)
-    p.rows = fn_rows;
-    p.part = Full ? a.mix : a.out;
-    p.ld = Full ? fn_rows : a.D;
+cudaError_t launch(Site a, cudaStream_t stream) {
+  a.rows = a.fn_rows + 1, a.part = a.out, a.ld = a.D;
+  if (a.rows > a.D) {  // toy shapes: one split, logits only (mix holds fn_rows per token, out D >= N)
+    a.rows = a.fn_rows;
+    a.part = Full ? a.mix : a.out;
+    a.ld = Full ? a.fn_rows : a.D;
   }
+  // 16-byte accesses (to fn, the streams, out and the norm weights) where all are aligned.
+  const bool vec = a.D % 4 == 0 && aligned16(a.streams) && aligned16(a.fn) && aligned16(a.out) &&
+                   (!a.norm_weight || aligned16(a.norm_weight));
   // The most splits that fit in a row of ld, at whole vectors per lane.
-  const int64_t max_splits = p.ld / p.rows, step = 32 * V;
-  p.chunk = ((K + max_splits - 1) / max_splits + step - 1) / step * step;
-  p.splits = static_cast<int>((K + p.chunk - 1) / p.chunk);
-  const int warps = (p.rows + kRowsPerWarp - 1) / kRowsPerWarp;
-  const dim3 grid(p.splits, (n + kTokens - 1) / kTokens);
-  const int threads = 32 * (warps < kMaxPartialWarps ? warps : kMaxPartialWarps);
-  if (V == 4) {
-    if (const cudaError_t e = launch_dependent(partial_kernel<4>, dim3(grid), dim3(threads), 0, stream, p)) return e;
-  } else {
-    if (const cudaError_t e = launch_dependent(partial_kernel<1>, dim3(grid), dim3(threads), 0, stream, p)) return e;
-  }
-  if (const cudaError_t e = cudaGetLastError()) return e;
-
-  a.part = p.part, a.ld = p.ld, a.rows = p.rows, a.splits = p.splits, a.sq_in_part = p.rows > fn_rows;
-  if (a.D % 4 == 0 && aligned16(a.streams) && aligned16(a.out) && (!a.norm_weight || aligned16(a.norm_weight))) {
-    if (const cudaError_t e = launch_dependent(finish_kernel<4, Full>, dim3(n), dim3(kFinishThreads), 0, stream, a))
-      return e;
-  } else {
-    if (const cudaError_t e = launch_dependent(finish_kernel<1, Full>, dim3(n), dim3(kFinishThreads), 0, stream, a))
-      return e;
-  }
-  return cudaGetLastError();
+  const int64_t max_splits = a.ld / a.rows, step = 32 * (vec ? 4 : 1);
+  a.chunk = ((a.K + max_splits - 1) / max_splits + step - 1) / step * step;
+  a.splits = static_cast<int>((a.K + a.chunk - 1) / a.chunk);
+  const dim3 grid(a.splits, (a.n + kTokens - 1) / kTokens);
+  return vec ? launch_dependent(site_kernel<4, Full>, grid, dim3(kThreads), 0, stream, a)
+             : launch_dependent(site_kernel<1, Full>, grid, dim3(kThreads), 0, stream, a);
 }
 
 // Arguments both hc_pre and hc_head need.
 bool valid(const float* streams, int n, int N, int D, const float* fn, const float* base, const float* scale,
            const float* out) {
-  return streams && fn && base && scale && out && n >= 0 && n <= 65535 * kTokens && N >= 1 && N <= kMaxStreams &&
-         D >= 1 && int64_t{N} * D <= 0x7fffffff;
+  return streams && fn && base && scale && out && n >= 0 && n <= kMaxGroups * kTokens && N >= 1 &&
+         N <= kMaxStreams && D >= 1 && int64_t{N} * D <= 0x7fffffff;
 }
 
 }  // namespace
@@ -411,9 +412,9 @@ cudaError_t hc_pre(const float* streams, int n, int N, int D, const float* fn, c
                    cudaStream_t stream) {
   if (!valid(streams, n, N, D, fn, base, scale, input) || !mix || sinkhorn_iters < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const Finish a{streams, N, D, base, scale, sinkhorn_iters, hc_eps, norm_eps, norm_weight, nullptr, 0, 0, 0, false,
-                 mix, input};
-  return launch<true>(a, n, fn, (2 + N) * N, stream);
+  const Site a{streams, n, N, D, int64_t{N} * D, fn, (2 + N) * N, 0, 0, 0, nullptr, 0, base, scale,
+               sinkhorn_iters, hc_eps, norm_eps, norm_weight, mix, input};
+  return launch<true>(a, stream);
 }
 
 cudaError_t hc_post(float* streams, int n, int N, int D, const float* mix, const float* sublayer, cudaStream_t stream) {
@@ -421,18 +422,17 @@ cudaError_t hc_post(float* streams, int n, int N, int D, const float* mix, const
   if (n == 0) return cudaSuccess;
   const int64_t count = int64_t{n} * D;
   const int64_t blocks = (count + kPostThreads - 1) / kPostThreads;
-  if (const cudaError_t e = launch_dependent(post_kernel, dim3(static_cast<unsigned>(blocks < 8192 ? blocks : 8192)),
-                                             dim3(kPostThreads), 0, stream, streams, n, N, D, mix, sublayer))
-    return e;
-  return cudaGetLastError();
+  return launch_dependent(post_kernel, dim3(static_cast<unsigned>(blocks < 8192 ? blocks : 8192)), dim3(kPostThreads),
+                          0, stream, streams, n, N, D, mix, sublayer);
 }
 
 cudaError_t hc_head(const float* streams, int n, int N, int D, const float* fn, const float* base, const float* scale,
                     float hc_eps, float norm_eps, const float* norm_weight, float* out, cudaStream_t stream) {
   if (!valid(streams, n, N, D, fn, base, scale, out) || D < N) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const Finish a{streams, N, D, base, scale, 0, hc_eps, norm_eps, norm_weight, nullptr, 0, 0, 0, false, nullptr, out};
-  return launch<false>(a, n, fn, N, stream);
+  const Site a{streams, n, N, D, int64_t{N} * D, fn, N, 0, 0, 0, nullptr, 0, base, scale,
+               0, hc_eps, norm_eps, norm_weight, nullptr, out};
+  return launch<false>(a, stream);
 }
 
 }  // namespace frank::cuda
