@@ -128,6 +128,8 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c) {
       }
     }
     DeviceBuffer<float> d_q(q.size()), d_kv(chunk_kv.size()), d_out(q.size());
+    DeviceBuffer<float> d_scratch(static_cast<size_t>(std::max<int64_t>(frank::cuda::attend_scratch_floats(n, H, hd), 1)));
+    poison(d_scratch);
     DeviceBuffer<int32_t> d_sel(std::max<size_t>(selected.size(), 1));
     put(d_q, q);
     put(d_kv, chunk_kv);
@@ -135,7 +137,7 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c) {
     const int64_t* at = position.at(start);
     CUDA_OK(frank::cuda::attend(d_q.get(), n, H, hd, d_ring.get(), W, d_kv.get(), at, d_entries.get(), c.ratio,
                                 c.k_sel > 0 ? d_sel.get() : nullptr, c.k_sel, d_sinks.get(), scale, d_out.get(),
-                                nullptr));
+                                d_scratch.get(), nullptr));
     CUDA_OK(frank::cuda::window_store(d_ring.get(), W, hd, d_kv.get(), n, at, nullptr));
     const auto got = get(d_out.get(), q.size());
 
@@ -279,8 +281,10 @@ int check_bad_arguments() {
   const cudaError_t bad = cudaErrorInvalidValue;
   bool ok = frank::cuda::window_store(p, 0, 4, p, 1, at, nullptr) == bad;                           // W = 0
   ok &= frank::cuda::window_store(p, 8, 4, p, 1, nullptr, nullptr) == bad;                          // no position
-  ok &= frank::cuda::attend(p, 1, 1, 516, p, 4, p, at, p, 0, nullptr, 0, p, 1.f, p, nullptr) == bad;  // hd > 512
-  ok &= frank::cuda::attend(p, 1, 1, 6, p, 4, p, at, p, 0, nullptr, 0, p, 1.f, p, nullptr) == bad;    // hd % 4
+  ok &= frank::cuda::attend(p, 1, 1, 516, p, 4, p, at, p, 0, nullptr, 0, p, 1.f, p, p, nullptr) == bad;  // hd > 512
+  ok &= frank::cuda::attend(p, 1, 1, 6, p, 4, p, at, p, 0, nullptr, 0, p, 1.f, p, p, nullptr) == bad;    // hd % 4
+  // A decode token of 64 heads takes several splits, which need scratch.
+  ok &= frank::cuda::attend(p, 1, 64, 512, p, 128, p, at, p, 0, nullptr, 0, p, 1.f, p, nullptr, nullptr) == bad;
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 0, 8, true, p, p, 1e-6f, p, 2, nullptr) == bad;    // ratio 0
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 4, 8, true, p, p, 1e-6f, p, 5, nullptr) == bad;    // 2*pairs > dim
   ok &= frank::cuda::indexer_scores(p, p, 1, 1, 256, p, at, 4, 8, p, nullptr) == bad;                 // d > 128
@@ -299,13 +303,17 @@ int check_attention_ops(uint64_t seed) {
   failures += check_window_store(rng, 128, 512, {5, 129, 1, 128, 3, 300}, "real W=128 hd=512");
 
   // Chunks start at 0, then past W (window rows from the ring and the chunk), and include one longer
-  // than the window. hd 100 leaves part of a warp's lanes idle.
+  // than the window. hd 100 leaves part of a warp's lanes idle. H = 4, 2, 3 take 4, 2, 1 heads per
+  // warp; few tokens over many keys split them over blocks (the real decode and verify chunks).
   const std::vector<int> small_chunks = {1, 3, 13, 2, 8, 1, 5};
   const AttendCase attend_cases[] = {
       {"small sliding", 4, 64, 8, 0, 0, 0, small_chunks},
       {"small HCA r=4", 4, 64, 8, 4, 0, 0, small_chunks},
       {"small CSA r=4 k=6 hd=100", 3, 100, 8, 4, 6, 0, small_chunks},
       {"small HCA r=3 from 500", 2, 32, 8, 3, 0, 500, {1, 9, 2}},
+      // Keys split over blocks with one head per warp; splits that see only empty slots.
+      {"small CSA r=2 k=40 H=3 from 200", 3, 100, 8, 2, 40, 200, {1, 4}},
+      {"small CSA r=4 k=64 from 20", 4, 64, 8, 4, 64, 20, {1, 2}},
       {"real sliding", 64, 512, 128, 0, 0, 0, {5, 129, 1, 3}},
       {"real HCA r=128 from 70000", 64, 512, 128, 128, 0, 70000, {1, 130, 2}},
       {"real CSA r=4 k=512 from 3000", 64, 512, 128, 4, 512, 3000, {1, 129, 4}},

@@ -1,12 +1,18 @@
 // The sliding-window ring and attention with a sink (contract in ops.cuh).
 //
-// attend: one block of kWarps warps per (token, head). The token's keys (window rows, then
-// compressed entries) are dealt round-robin to the warps; a warp reads a key once, as float4s
-// spread over its lanes, and uses those registers twice: for the logit (q · key, a warp sum) and,
-// since K = V, for the weighted sum of values. Each warp keeps an online softmax (running max m,
-// normaliser l, accumulator acc rescaled whenever m grows); the block then merges the warps' states
-// together with the sink, which joins the max and the normaliser but adds no value. Any number of
-// keys works (HCA's entry count grows with the context) with fixed shared memory.
+// attend: all heads of a token read the same keys (K = V, one row per position), so a warp takes
+// G heads at once (G = 4 where H allows): it reads a key once, as float4s spread over its lanes,
+// and uses those registers 2G times: for the G logits (q_h · key, warp sums) and, since K = V, for
+// the G weighted sums of values. A block of kWarps warps serves (token, G heads, split): the
+// token's keys (window rows, then compressed entries) are cut into `splits` contiguous ranges and
+// a block's range is dealt round-robin to its warps. Each warp keeps an online softmax per head
+// (running max m, normaliser l, accumulator acc rescaled whenever m grows); the block merges its
+// warps' states. With one split that merge takes in the sink (which joins the max and the
+// normaliser but adds no value) and writes out; otherwise it writes a partial state to scratch and
+// merge_kernel combines the splits with the sink. Splitting spreads a decode token's keys over the
+// whole GPU (64 heads / G = 16 blocks would leave most SMs idle and read every key 16 times
+// through one SM each), and a warp's next key is loaded while it works on the current one. Any
+// number of keys works (HCA's entry count grows with the context) with fixed shared memory.
 #include <cmath>
 #include <cstdint>
 
@@ -17,9 +23,12 @@
 namespace frank::cuda {
 namespace {
 
-constexpr int kWarps = 16;
+constexpr int kWarps = 4;                    // warps per attend block
 constexpr int kMaxHeadDim = 512;
 constexpr int kPerLane = kMaxHeadDim / 128;  // float4s per lane for the widest head
+constexpr int kMaxSplits = 16;
+constexpr int kTargetBlocks = 2 * 132;       // about two blocks per SM of an H200
+constexpr int kMergeThreads = kMaxHeadDim / 4;
 
 __global__ void window_store_kernel(float* ring, int W, int hd, const float* chunk_kv, int first,
                                     const int64_t* start_at) {
@@ -54,83 +63,199 @@ struct KeyList {
   }
 };
 
+// Heads per warp: 4, 2 or 1, whichever divides H.
+int heads_per_warp(int H) { return H % 4 == 0 ? 4 : H % 2 == 0 ? 2 : 1; }
+
+// The most splits attend uses for n tokens of H heads: enough blocks for about kTargetBlocks.
+int max_splits(int n, int H) {
+  const int64_t blocks = int64_t{n} * (H / heads_per_warp(H));
+  const int64_t s = kTargetBlocks / blocks;
+  return static_cast<int>(s < 1 ? 1 : s > kMaxSplits ? kMaxSplits : s);
+}
+
+struct AttendArgs {
+  const float* q;  // [n, H*hd]
+  int H, hd;
+  const float* ring;
+  int W;
+  const float* chunk_kv;
+  const int64_t* start_at;  // the first token's position, in device memory
+  const float* entries;
+  int ratio;
+  const int32_t* selected;
+  int k_sel;
+  const float* sinks;
+  float scale;
+  float* out;       // [n, H*hd]
+  int splits;
+  float* part_acc;  // splits > 1: [(t*H + h)*splits + s][hd]
+  float* part_ml;   // splits > 1: [(t*H + h)*splits + s][2]: m, l
+};
+
 __device__ float4 axpby(float4 x, float a, float4 y, float b) {
   return make_float4(x.x * a + y.x * b, x.y * a + y.y * b, x.z * a + y.z * b, x.w * a + y.w * b);
 }
 
-__global__ void __launch_bounds__(kWarps * 32)
-    attend_kernel(const float* q, int H, int hd, const float* ring, int W, const float* chunk_kv,
-                  const int64_t* start_at, const float* entries, int ratio, const int32_t* selected, int k_sel,
-                  const float* sinks, float scale, float* out) {
-  follow_previous_kernel();
-  const int64_t start = *start_at;
-  __shared__ float s_max[kWarps], s_sum[kWarps];
-  __shared__ float4 s_acc[kWarps][kMaxHeadDim / 4];
-
-  const int t = blockIdx.x / H, h = blockIdx.x % H;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int hd4 = hd / 4;
-  const int64_t pos = start + t;
-  KeyList keys{ring, W, chunk_kv, start, pos - W + 1 > 0 ? pos - W + 1 : 0, 0, entries, nullptr, hd};
-  keys.n_window = static_cast<int>(pos - keys.lo + 1);
-  int n_comp = 0;
-  if (ratio > 0) {
-    if (selected) keys.selected = selected + static_cast<int64_t>(t) * k_sel;
-    n_comp = selected ? k_sel : static_cast<int>((pos + 1) / ratio);
-  }
-
-  const int64_t row = (static_cast<int64_t>(t) * H + h) * hd;
-  const float4* q4 = reinterpret_cast<const float4*>(q + row);
-  float4 qv[kPerLane], acc[kPerLane];
+// A row's float4s of this lane (zeros past hd4, or for a missing row).
+__device__ void load_row(const float* row, int hd4, float4 (&v)[kPerLane]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int c = lane + 32 * i;
-    qv[i] = c < hd4 ? q4[c] : make_float4(0.f, 0.f, 0.f, 0.f);
-    acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    v[i] = row && c < hd4 ? reinterpret_cast<const float4*>(row)[c] : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  float m = -INFINITY, l = 0.f;
-  for (int j = warp; j < keys.n_window + n_comp; j += kWarps) {
-    const float* key = keys[j];
-    if (!key) continue;
-    const float4* k4 = reinterpret_cast<const float4*>(key);
+}
+
+// The weight exp(m_i - mx) of a state with max m_i in a merge with max mx; 0 for a state that saw
+// no key (m_i = -inf, also when every state is empty).
+__device__ float share(float m_i, float mx) { return m_i == -INFINITY ? 0.f : expf(m_i - mx); }
+
+// Merges `count` softmax states (m_i, l_i, acc_i), read through `st`, into (mx, l, acc[c]) for
+// float4 column c; with the sink, mx includes it and l gains exp(sink - mx).
+template <class States>
+__device__ float4 merge_states(const States& st, int count, int c, bool with_sink, float sink, float& mx, float& l) {
+  mx = with_sink ? sink : -INFINITY;
+  for (int i = 0; i < count; ++i) mx = fmaxf(mx, st.m(i));
+  l = with_sink ? expf(sink - mx) : 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int i = 0; i < count; ++i) {
+    const float w = share(st.m(i), mx);
+    l += st.l(i) * w;
+    acc = axpby(acc, 1.f, st.acc(i, c), w);
+  }
+  return acc;
+}
+
+// Writes acc / l to out (the final merge).
+__device__ void store_normalised(float* out, int c, float4 acc, float l) {
+  reinterpret_cast<float4*>(out)[c] = make_float4(acc.x / l, acc.y / l, acc.z / l, acc.w / l);
+}
+
+template <int G>
+struct WarpStates {  // the block's warps' states for head g, in shared memory
+  const float (*m_)[G];
+  const float (*l_)[G];
+  const float4 (*acc_)[G][kMaxHeadDim / 4];
+  int g;
+  __device__ float m(int w) const { return m_[w][g]; }
+  __device__ float l(int w) const { return l_[w][g]; }
+  __device__ float4 acc(int w, int c) const { return acc_[w][g][c]; }
+};
+
+template <int G>
+__global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
+  follow_previous_kernel();
+  __shared__ float s_m[kWarps][G], s_l[kWarps][G];
+  __shared__ float4 s_acc[kWarps][G][kMaxHeadDim / 4];
+
+  const int groups = a.H / G;
+  const int s = blockIdx.x % a.splits, t = blockIdx.x / a.splits / groups;
+  const int h0 = blockIdx.x / a.splits % groups * G;
+  const int warp = threadIdx.x / 32, hd4 = a.hd / 4;
+  const int64_t start = *a.start_at, pos = start + t;
+  KeyList keys{a.ring, a.W, a.chunk_kv, start, pos - a.W + 1 > 0 ? pos - a.W + 1 : 0, 0, a.entries, nullptr, a.hd};
+  keys.n_window = static_cast<int>(pos - keys.lo + 1);
+  int n_comp = 0;
+  if (a.ratio > 0) {
+    if (a.selected) keys.selected = a.selected + static_cast<int64_t>(t) * a.k_sel;
+    n_comp = a.selected ? a.k_sel : static_cast<int>((pos + 1) / a.ratio);
+  }
+  const int total = keys.n_window + n_comp, per = (total + a.splits - 1) / a.splits;
+  const int k0 = s * per, k1 = k0 + per < total ? k0 + per : total;
+
+  float4 qv[G][kPerLane], acc[G][kPerLane];
+  float m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    load_row(a.q + (static_cast<int64_t>(t) * a.H + h0 + g) * a.hd, hd4, qv[g]);
+    m[g] = -INFINITY, l[g] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) acc[g][i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  // Software pipeline: the next key's row is in flight while this one is used.
+  const float* next = k0 + warp < k1 ? keys[k0 + warp] : nullptr;
+  float4 kn[kPerLane];
+  load_row(next, hd4, kn);
+  for (int j = k0 + warp; j < k1; j += kWarps) {
+    const bool present = next != nullptr;
     float4 kv[kPerLane];
-    float d = 0.f;
-    for (int i = 0; i < kPerLane; ++i) {
-      const int c = lane + 32 * i;
-      kv[i] = c < hd4 ? k4[c] : make_float4(0.f, 0.f, 0.f, 0.f);
-      d += qv[i].x * kv[i].x + qv[i].y * kv[i].y + qv[i].z * kv[i].z + qv[i].w * kv[i].w;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) kv[i] = kn[i];
+    next = j + kWarps < k1 ? keys[j + kWarps] : nullptr;
+    load_row(next, hd4, kn);
+    if (!present) continue;  // a selection slot left empty
+    float d[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      d[g] = 0.f;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i)
+        d[g] += qv[g][i].x * kv[i].x + qv[g][i].y * kv[i].y + qv[g][i].z * kv[i].z + qv[g][i].w * kv[i].w;
     }
-    const float logit = warp_sum(d) * scale;
-    if (logit > m) {  // a new max: rescale what is summed so far (by 0 for the first key)
-      const float r = expf(m - logit);
-      l = l * r + 1.f;
-      for (int i = 0; i < kPerLane; ++i) acc[i] = axpby(acc[i], r, kv[i], 1.f);
-      m = logit;
-    } else {
-      const float p = expf(logit - m);
-      l += p;
-      for (int i = 0; i < kPerLane; ++i) acc[i] = axpby(acc[i], 1.f, kv[i], p);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float logit = warp_sum(d[g]) * a.scale;
+      if (logit > m[g]) {  // a new max: rescale what is summed so far (by 0 for the first key)
+        const float r = expf(m[g] - logit);
+        l[g] = l[g] * r + 1.f;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) acc[g][i] = axpby(acc[g][i], r, kv[i], 1.f);
+        m[g] = logit;
+      } else {
+        const float p = expf(logit - m[g]);
+        l[g] += p;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) acc[g][i] = axpby(acc[g][i], 1.f, kv[i], p);
+      }
     }
   }
-  if (lane == 0) {
-    s_max[warp] = m;
-    s_sum[warp] = l;
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (lane == 0) s_m[warp][g] = m[g], s_l[warp][g] = l[g];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (lane + 32 * i < hd4) s_acc[warp][g][lane + 32 * i] = acc[g][i];
   }
-  for (int i = 0; i < kPerLane; ++i)
-    if (lane + 32 * i < hd4) s_acc[warp][lane + 32 * i] = acc[i];
   __syncthreads();
 
-  // Merge: mx = max(sink, every warp's max); each warp's share is scaled by exp(m_w - mx) (0 for a
-  // warp that saw no key: m_w = -inf).
-  const float sink = sinks[h];
-  float mx = sink;
-  for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_max[w]);
-  float denom = expf(sink - mx);
-  for (int w = 0; w < kWarps; ++w) denom += s_sum[w] * expf(s_max[w] - mx);
-  float4* o4 = reinterpret_cast<float4*>(out + row);
+  // The block's merge, one float4 column of one head per thread and step.
+  const bool whole = a.splits == 1;  // this block saw all of the token's keys
+  for (int idx = threadIdx.x; idx < G * hd4; idx += blockDim.x) {
+    const int g = idx / hd4, c = idx % hd4, h = h0 + g;
+    float mx, sum;
+    const float4 v = merge_states(WarpStates<G>{s_m, s_l, s_acc, g}, kWarps, c, whole, a.sinks[h], mx, sum);
+    const int64_t th = static_cast<int64_t>(t) * a.H + h;
+    if (whole) {
+      store_normalised(a.out + th * a.hd, c, v, sum);
+    } else {
+      const int64_t part = th * a.splits + s;
+      reinterpret_cast<float4*>(a.part_acc + part * a.hd)[c] = v;
+      if (c == 0) a.part_ml[2 * part] = mx, a.part_ml[2 * part + 1] = sum;
+    }
+  }
+}
+
+struct SplitStates {  // one (token, head)'s split states in scratch
+  const float* ml_;
+  const float4* acc_;
+  int hd4;
+  __device__ float m(int s) const { return ml_[2 * s]; }
+  __device__ float l(int s) const { return ml_[2 * s + 1]; }
+  __device__ float4 acc(int s, int c) const { return acc_[int64_t{s} * hd4 + c]; }
+};
+
+// One block per (token, head): the splits' states with the sink, one float4 column per thread.
+__global__ void __launch_bounds__(kMergeThreads) merge_kernel(AttendArgs a) {
+  follow_previous_kernel();
+  const int64_t th = blockIdx.x;
+  const int h = static_cast<int>(th % a.H), hd4 = a.hd / 4;
+  const SplitStates st{a.part_ml + 2 * th * a.splits,
+                       reinterpret_cast<const float4*>(a.part_acc + th * a.splits * a.hd), hd4};
   for (int c = threadIdx.x; c < hd4; c += blockDim.x) {
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int w = 0; w < kWarps; ++w) sum = axpby(sum, 1.f, s_acc[w][c], expf(s_max[w] - mx));
-    o4[c] = make_float4(sum.x / denom, sum.y / denom, sum.z / denom, sum.w / denom);
+    float mx, sum;
+    const float4 v = merge_states(st, a.splits, c, true, a.sinks[h], mx, sum);
+    store_normalised(a.out + th * a.hd, c, v, sum);
   }
 }
 
@@ -149,9 +274,15 @@ cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int 
   return cudaGetLastError();
 }
 
+int64_t attend_scratch_floats(int n, int H, int hd) {
+  if (n < 1 || H < 1 || hd < 1) return 0;
+  const int s = max_splits(n, H);
+  return s > 1 ? int64_t{n} * H * s * (hd + 2) : 0;
+}
+
 cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int W, const float* chunk_kv,
                    const int64_t* start, const float* entries, int compress_ratio, const int32_t* selected, int k_sel,
-                   const float* sinks, float scale, float* out, cudaStream_t stream) {
+                   const float* sinks, float scale, float* out, float* scratch, cudaStream_t stream) {
   if (!q || !ring || !chunk_kv || !start || !sinks || !out || n < 0 || H < 1 || W < 1 || compress_ratio < 0)
     return cudaErrorInvalidValue;
   // Whole float4s per head row, at most kMaxHeadDim.
@@ -159,13 +290,23 @@ cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int 
       !aligned16(chunk_kv))
     return cudaErrorInvalidValue;
   if (compress_ratio > 0 && (!entries || !aligned16(entries) || (selected && k_sel < 0))) return cudaErrorInvalidValue;
-  if (static_cast<int64_t>(n) * H > INT32_MAX) return cudaErrorInvalidValue;
+  if (static_cast<int64_t>(n) * H * kMaxSplits > INT32_MAX) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  if (const cudaError_t e =
-          launch_dependent(attend_kernel, dim3(n * H), dim3(kWarps * 32), 0, stream, q, H, hd, ring, W, chunk_kv, start,
-                           entries, compress_ratio, selected, k_sel, sinks, scale, out))
-    return e;
-  return cudaGetLastError();
+  // As many splits as max_splits allows, whatever the key count: the position (so the key count)
+  // is known only on the device, and the same launch must serve every position of a graph. A
+  // split left without keys adds an empty state to the merge.
+  const int splits = max_splits(n, H);
+  if (splits > 1 && (!scratch || !aligned16(scratch))) return cudaErrorInvalidValue;
+  const int64_t parts = int64_t{n} * H * splits;
+  const AttendArgs a{q, H, hd, ring, W, chunk_kv, start, entries, compress_ratio, selected, k_sel, sinks, scale, out,
+                     splits, scratch, splits > 1 ? scratch + parts * hd : nullptr};
+  const int G = heads_per_warp(H);
+  const dim3 grid(static_cast<unsigned>(parts / G));
+  const cudaError_t e = G == 4   ? launch_dependent(attend_kernel<4>, grid, dim3(kWarps * 32), 0, stream, a)
+                        : G == 2 ? launch_dependent(attend_kernel<2>, grid, dim3(kWarps * 32), 0, stream, a)
+                                 : launch_dependent(attend_kernel<1>, grid, dim3(kWarps * 32), 0, stream, a);
+  if (e || splits == 1) return e;
+  return launch_dependent(merge_kernel, dim3(static_cast<unsigned>(int64_t{n} * H)), dim3(kMergeThreads), 0, stream, a);
 }
 
 }  // namespace frank::cuda

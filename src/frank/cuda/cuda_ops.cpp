@@ -205,11 +205,14 @@ CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, const LayerState
   const int64_t n = q.rows(), entries = ratio > 0 ? (start + n) / ratio : 0;
   const int64_t entry_rows = selected != nullptr ? std::min(entries, n * selected->cols()) : entries;
   count(0, static_cast<double>((std::min<int64_t>(start, c.sliding_window) + n + entry_rows) * hd) * 4);
+  const int64_t scratch_floats = attend_scratch_floats(static_cast<int>(n), H, hd);
+  Array scratch;
+  if (scratch_floats > 0) scratch = Array({scratch_floats}, stream_);
   check(cuda::attend(q.data(), static_cast<int>(q.rows()), H, hd, state.window.data(), c.sliding_window, kv.data(),
                      position_.device, ratio > 0 ? state.compressor.entries.data() : nullptr, ratio,
                      selected != nullptr ? selected->data() : nullptr,
                      selected != nullptr ? static_cast<int>(selected->cols()) : 0, w_.tensor(a.weights().sinks), scale,
-                     out.data(), stream_),
+                     out.data(), scratch.data(), stream_),
         "attend");
   return out;
 }

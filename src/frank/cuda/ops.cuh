@@ -97,10 +97,13 @@ cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int 
 //     >= 0 (CSA: the indexer's choice).
 //   logits l_j = (q[t][h] · key_j) * scale; mx = max(sink[h], max_j l_j);
 //   out[t][h] = sum_j exp(l_j - mx) / (exp(sink[h] - mx) + sum_i exp(l_i - mx)) * key_j
-// q and out are [n, H*hd]. engine::attend_with_sink (the key order does not matter).
+// q and out are [n, H*hd]. engine::attend_with_sink (the key order does not matter). `scratch`
+// holds attend_scratch_floats(n, H, hd) floats, 16-byte aligned (may be null when that is 0): a
+// token's keys may be split over several blocks whose partial softmax states meet there.
 cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int W, const float* chunk_kv,
                    const int64_t* start, const float* entries, int compress_ratio, const int32_t* selected, int k_sel,
-                   const float* sinks, float scale, float* out, cudaStream_t stream);
+                   const float* sinks, float scale, float* out, float* scratch, cudaStream_t stream);
+int64_t attend_scratch_floats(int n, int H, int hd);
 
 // A compressor's state on the device mirrors engine::CompressorState; what the host keeps there
 // as counters follows from the position alone (pending = position % ratio, has_overlap =
