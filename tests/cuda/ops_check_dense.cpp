@@ -266,6 +266,30 @@ int check_rope_all(Random& rng) {
   return failures;
 }
 
+// rms_norm then rope in one launch, against cpu::rms_norm then RopeTable::apply on every head row.
+int check_rms_norm_rope(Random& rng, int n, int heads, int dim, int rope_dim, bool weighted, int64_t first) {
+  const frank::engine::RopeTable table(frank::model::RopeSpec{10000.0}, rope_dim);
+  const int pairs = rope_dim / 2;
+  std::vector<float> x = rng.vec(static_cast<size_t>(n) * heads * dim, -2.0f, 2.0f);
+  const std::vector<float> weight = rng.vec(dim, 0.5f, 1.5f);
+  DeviceBuffer<float> d_x(x.size()), d_freq(pairs), d_weight(dim);
+  upload(d_x, x);
+  upload(d_freq, table.inv_freq());
+  upload(d_weight, weight);
+  DevicePosition position;
+  finish(cuda::rms_norm_rope(d_x.get(), n, heads, dim, weighted ? d_weight.get() : nullptr, 1e-6f, d_freq.get(), pairs,
+                             position.at(first), nullptr));
+  for (int t = 0; t < n; ++t)
+    for (int h = 0; h < heads; ++h) {
+      float* row = x.data() + (int64_t{t} * heads + h) * dim;
+      frank::cpu::rms_norm(row, dim, weighted ? weight.data() : nullptr, 1e-6f);
+      table.apply(row, dim, first + t, /*inverse=*/false);
+    }
+  return report("rms_norm_rope",
+                format("n=%d %d heads x %d, pairs %d%s", n, heads, dim, pairs, weighted ? ", weighted" : "").c_str(),
+                max_scaled_error(download(d_x), x), kTol);
+}
+
 int check_scale(Random& rng) {
   std::vector<float> x = rng.vec((1 << 20) + 3, -4.0f, 4.0f);
   DeviceBuffer<float> d_x(x.size());
@@ -417,6 +441,8 @@ int check_bad_arguments() {
   DevicePosition position;
   failures += refused("rope", "2*pairs > dim refused", cuda::rope(p, 1, 1, 6, p, 4, position.at(0), false, nullptr));
   failures += refused("rope", "no position refused", cuda::rope(p, 1, 1, 8, p, 4, nullptr, false, nullptr));
+  failures += refused("rms_norm_rope", "pairs > 256 refused",
+                      cuda::rms_norm_rope(p, 1, 1, 1024, p, 1e-6f, p, 257, position.at(0), nullptr));
   failures += refused("hc_pre", "N = 9 refused",
                       cuda::hc_pre(p, 1, 9, 16, p, p, p, 20, 1e-6f, 1e-6f, p, p, p, nullptr));
   failures += refused("hc_head", "D < N refused", cuda::hc_head(p, 1, 4, 2, p, p, p, 1e-6f, 1e-6f, p, p, nullptr));
@@ -432,6 +458,12 @@ int check_dense_ops(uint64_t seed) {
   failures += check_rms_norm(rng);
   failures += check_rope_all(rng);
   failures += check_scale(rng);
+  // q (64 heads, unweighted) and kv (one weighted head) at the real shape; an odd toy row; all of
+  // a row rotated.
+  failures += check_rms_norm_rope(rng, 3, 64, 512, 64, false, 70000);
+  failures += check_rms_norm_rope(rng, 3, 1, 512, 64, true, 70000);
+  failures += check_rms_norm_rope(rng, 2, 3, 13, 6, true, 5);
+  failures += check_rms_norm_rope(rng, 1, 2, 8, 8, false, 0);
   failures += check_embed(rng, 37, 3) + check_embed(rng, 4096, 4);
   // Hyper-connections. Small shapes take the code paths the real one does not: unaligned K and D
   // (one float per lane), D < (N+1)^2 and D = N (no room for split partials: one split, the

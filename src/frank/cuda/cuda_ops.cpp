@@ -130,6 +130,17 @@ void CudaOps::rope(Array& x, int heads, int dim, int64_t, const engine::RopeTabl
         "rope");
 }
 
+void CudaOps::norm_rope(Array& x, int heads, int dim, const Tensor* weight, float eps, int64_t,
+                        const engine::RopeTable& rope) const {
+  const ScopedOp timed(profile_, "norm_rope", stream_);
+  if (x.cols() != int64_t{heads} * dim)
+    throw Error(fmt::format("CUDA norm_rope: rows of {} values for {} heads of {}", x.cols(), heads, dim));
+  check(cuda::rms_norm_rope(x.data(), static_cast<int>(x.rows()), heads, dim,
+                            weight != nullptr ? w_.tensor(*weight) : nullptr, eps, w_.inv_freq(rope),
+                            static_cast<int>(rope.inv_freq().size()), position_.device, stream_),
+        "norm_rope");
+}
+
 void CudaOps::scale(Array& x, float s) const {
   const ScopedOp timed(profile_, "scale", stream_);
   check(cuda::scale(x.data(), x.numel(), s, stream_), "scale");

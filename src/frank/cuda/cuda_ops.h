@@ -88,6 +88,8 @@ class CudaOps {
   Array grouped_linear(const Array& x, const LinearWeight& w, int groups) const;
   void rms_norm(Array& x, int width, const Tensor* weight, float eps) const;
   void rope(Array& x, int heads, int dim, int64_t start, const engine::RopeTable& rope, bool inverse) const;
+  void norm_rope(Array& x, int heads, int dim, const Tensor* weight, float eps, int64_t start,
+                 const engine::RopeTable& rope) const;
   void scale(Array& x, float s) const;
 
   void compress(DeviceCompressor& state, const engine::Compressor& compressor, const Array& kv, const Array& gate,

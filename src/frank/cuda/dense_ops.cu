@@ -1,5 +1,5 @@
-// Dense ops of the forward pass (contract in ops.cuh): linear, linear_grouped, rms_norm, rope, scale,
-// embed_streams.
+// Dense ops of the forward pass (contract in ops.cuh): linear, linear_grouped, rms_norm, rope,
+// rms_norm_rope, scale, embed_streams.
 //
 // linear and linear_grouped are GEMVs for a few tokens, bound by reading the weights once. A warp
 // owns R = 4 consecutive output rows (each activation load serves 4 rows) and one of P parts of the
@@ -27,6 +27,7 @@ constexpr int kUnroll = 2;          // 32-lane steps of a row whose loads a lane
 constexpr int kTargetWarps = 4096;  // about 31 warps per SM of an H200 (132 SMs)
 constexpr int kThreads = 256;       // threads per block of the element-wise kernels
 constexpr int kNormThreads = 512;
+constexpr int kMaxRopePairs = 256;  // rms_norm_rope keeps the rotated values in shared memory
 
 // V consecutive activations as fp32: one plain load, one 16-byte load, or (8 values) two.
 __device__ void load(const float* p, float (&v)[1]) { v[0] = __ldg(p); }
@@ -213,18 +214,62 @@ unsigned grid_for(int64_t count) {
   return static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, 8192));
 }
 
+// 1 / RMS of a row of `width` values, every thread of the block gets it (cpu::rms_norm's order:
+// the sum of squares, then mean + eps).
+__device__ float row_inv_rms(const float* r, int width, float eps, float* red) {
+  float sq = 0.0f;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) sq = fmaf(r[i], r[i], sq);
+  return 1.0f / sqrtf(block_sum(sq, red) / static_cast<float>(width) + eps);
+}
+
+// RoPE of one interleaved pair (a, b) by angle = inv_freq * position (engine::RopeTable::apply).
+__device__ void rotate_pair(float& a, float& b, float inv_freq, int64_t position, bool inverse) {
+  const float angle = inv_freq * static_cast<float>(position);
+  const float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
+  const float x = a, y = b;
+  a = x * c - y * s;
+  b = y * c + x * s;
+}
+
 // One block per row: the sum of squares, then x * inv (* weight), in the reference's order.
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(float* x, int width, const float* weight, float eps) {
   follow_previous_kernel();
   __shared__ float red[32];
   float* r = x + int64_t{blockIdx.x} * width;
-  float sq = 0.0f;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) sq = fmaf(r[i], r[i], sq);
-  const float inv = 1.0f / sqrtf(block_sum(sq, red) / static_cast<float>(width) + eps);
+  const float inv = row_inv_rms(r, width, eps, red);
   for (int i = threadIdx.x; i < width; i += blockDim.x) {
     float v = r[i] * inv;
     if (weight) v *= weight[i];
     r[i] = v;
+  }
+}
+
+// One block per head row (token t = row / heads): rms_norm_kernel's normalisation, with the last
+// 2 * pairs values kept in shared memory, then rotated in pairs (rope_kernel's math) and stored.
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_rope_kernel(float* x, int heads, int dim, const float* weight, float eps, const float* inv_freq, int pairs,
+                         const int64_t* first_position) {
+  follow_previous_kernel();
+  __shared__ float red[32];
+  __shared__ float rotated[2 * kMaxRopePairs];
+  float* r = x + int64_t{blockIdx.x} * dim;
+  const int first_rotated = dim - 2 * pairs;
+  const float inv = row_inv_rms(r, dim, eps, red);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v = r[i] * inv;
+    if (weight) v *= weight[i];
+    if (i < first_rotated)
+      r[i] = v;
+    else
+      rotated[i - first_rotated] = v;
+  }
+  __syncthreads();
+  const int64_t position = *first_position + blockIdx.x / heads;
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+    float a = rotated[2 * i], b = rotated[2 * i + 1];
+    rotate_pair(a, b, inv_freq[i], position, false);
+    r[first_rotated + 2 * i] = a;
+    r[first_rotated + 2 * i + 1] = b;
   }
 }
 
@@ -240,12 +285,7 @@ __global__ void rope_kernel(float* x, int n, int heads, int dim, const float* in
     const int64_t head = idx / pairs;  // t * heads + h
     const int64_t t = head / heads;
     float* r = x + head * dim + dim - 2 * pairs;
-    const float angle = inv_freq[i] * static_cast<float>(first_position + t);
-    const float c = cosf(angle);
-    const float s = inverse ? -sinf(angle) : sinf(angle);
-    const float a = r[2 * i], b = r[2 * i + 1];
-    r[2 * i] = a * c - b * s;
-    r[2 * i + 1] = b * c + a * s;
+    rotate_pair(r[2 * i], r[2 * i + 1], inv_freq[i], first_position + t, inverse);
   }
 }
 
@@ -311,6 +351,16 @@ cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int
                                              stream, x, n, heads, dim, inv_freq, pairs, first_position, inverse))
     return e;
   return cudaGetLastError();
+}
+
+cudaError_t rms_norm_rope(float* x, int n, int heads, int dim, const float* weight, float eps, const float* inv_freq,
+                          int pairs, const int64_t* first_position, cudaStream_t stream) {
+  if (!x || !inv_freq || !first_position || n < 0 || heads < 1 || pairs < 1 || pairs > kMaxRopePairs ||
+      dim < 2 * pairs || int64_t{n} * heads > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  return launch_dependent(rms_norm_rope_kernel, dim3(static_cast<unsigned>(n * heads)), dim3(kNormThreads), 0, stream,
+                          x, heads, dim, weight, eps, inv_freq, pairs, first_position);
 }
 
 cudaError_t scale(float* x, int64_t count, float s, cudaStream_t stream) {

@@ -44,6 +44,12 @@ cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, flo
 cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int pairs, const int64_t* first_position,
                  bool inverse, cudaStream_t stream);
 
+// rms_norm then rope (not inverse) in one launch, on x [n, heads*dim]: every head row of `dim`
+// values is normalised (weight[i] when weight is not null) and rotated at position
+// *first_position + t. pairs <= 256. cpu::rms_norm + engine::RopeTable::apply.
+cudaError_t rms_norm_rope(float* x, int n, int heads, int dim, const float* weight, float eps, const float* inv_freq,
+                          int pairs, const int64_t* first_position, cudaStream_t stream);
+
 // x[i] *= s for i < count.
 cudaError_t scale(float* x, int64_t count, float s, cudaStream_t stream);
 

@@ -27,13 +27,11 @@ typename Ops::Array attention_forward(Ops& ops, const Attention& a, const typena
   Array q_residual = ops.linear(x, w.q_a_proj);
   ops.rms_norm(q_residual, c.q_lora_rank, &w.q_a_norm, eps);
   Array q = ops.linear(q_residual, w.q_b_proj);
-  ops.rms_norm(q, hd, nullptr, eps);
-  ops.rope(q, H, hd, start, a.rope(), /*inverse=*/false);
+  ops.norm_rope(q, H, hd, nullptr, eps, start, a.rope());
 
-  // The single K=V row per token.
+  // The single K=V row per token, weighted RMSNorm then RoPE.
   Array kv = ops.linear(x, w.kv_proj);
-  ops.rms_norm(kv, hd, &w.kv_norm, eps);
-  ops.rope(kv, 1, hd, start, a.rope(), /*inverse=*/false);
+  ops.norm_rope(kv, 1, hd, &w.kv_norm, eps, start, a.rope());
 
   Array comp_kv, comp_gate, index_kv, index_gate;
   if (a.compressor()) {

@@ -67,6 +67,12 @@ void CpuOps::rope(Tensor& x, int heads, int dim, int64_t start, const RopeTable&
     for (int h = 0; h < heads; ++h) rope.apply(x.row(t) + int64_t{h} * dim, dim, start + t, inverse);
 }
 
+void CpuOps::norm_rope(Tensor& x, int heads, int dim, const Tensor* weight, float eps, int64_t start,
+                       const RopeTable& rope) const {
+  rms_norm(x, dim, weight, eps);
+  this->rope(x, heads, dim, start, rope, /*inverse=*/false);
+}
+
 void CpuOps::scale(Tensor& x, float s) const {
   for (auto& v : x.data) v *= s;
 }

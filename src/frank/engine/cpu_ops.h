@@ -43,6 +43,9 @@ class CpuOps {
   void rms_norm(Tensor& x, int width, const Tensor* weight, float eps) const;
   // RoPE on the `heads` pieces of width `dim` of each row t, at position start + t.
   void rope(Tensor& x, int heads, int dim, int64_t start, const RopeTable& rope, bool inverse) const;
+  // rms_norm of every head piece (width dim), then rope on it: one op, so a backend can fuse them.
+  void norm_rope(Tensor& x, int heads, int dim, const Tensor* weight, float eps, int64_t start,
+                 const RopeTable& rope) const;
   void scale(Tensor& x, float s) const;
 
   // Pushes the chunk's projections (positions start ..) through the compressor in order.
