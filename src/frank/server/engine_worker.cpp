@@ -55,7 +55,8 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_counter("frank_requests_total", "Requests by outcome (stop, length, cancelled, timeout, error, rejected)");
   m.declare_histogram("frank_queue_wait_seconds", "Time a request waited in the queue before it started", latency);
   m.declare_counter("frank_prompt_tokens_total", "Prompt tokens of executed requests");
-  m.declare_counter("frank_prompt_tokens_cached_total", "Prompt tokens served from the prefix cache");
+  m.declare_counter("frank_prompt_tokens_cached_total",
+                    "Prompt tokens not run again: resumed from the prefix cache, or a continued device session");
   m.declare_counter("frank_generated_tokens_total", "Generated (completion) tokens");
   m.declare_histogram("frank_time_to_first_token_seconds", "From start of execution to the first token (label cache)",
                       latency);
@@ -78,47 +79,33 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_counter("frank_prefix_cache_evictions_total", "Conversations evicted from the prefix cache");
 }
 
-EngineWorker::EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix,
-                           EngineDebugOptions debug, int draft_tokens, RoutingRecorder* routing)
+EngineWorker::EngineWorker(const engine::Model& model, RequestSessions& sessions, Metrics& metrics,
+                           int context_length, int64_t checkpoint_interval, EngineDebugOptions debug,
+                           int draft_tokens, RoutingRecorder* routing)
     : model_(model),
+      sessions_(sessions),
       metrics_(metrics),
       context_length_(context_length),
-      prefix_(prefix),
+      checkpoint_interval_(checkpoint_interval),
       debug_(debug),
       draft_tokens_(draft_tokens),
       routing_(routing) {
+  if (checkpoint_interval <= 0) throw Error("the prefix checkpoint interval must be positive");
   if (draft_tokens == kAutoDraftTokens)
     chooser_.emplace(engine::DraftLengthChooser::auto_limit(model.config().sliding_window));
 }
 
-Tensor EngineWorker::forward(engine::Session& session, std::span<const int32_t> ids, Tensor* streams) {
-  // Only the last position's logits are ever sampled from: the head runs once per call.
-  Tensor logits = model_.forward(session, ids, engine::Model::Logits::Last, streams);
+Tensor EngineWorker::forward(std::span<const int32_t> ids, Tensor* streams) {
+  Tensor logits = sessions_.forward(ids, streams);
   metrics_.add("frank_steps_total", 1);
-  if (routing_ != nullptr) routing_->record(session, ids.size() == 1 ? experts::StepKind::Decode : experts::StepKind::Prefill);
+  if (routing_ != nullptr)
+    if (const engine::Session* session = sessions_.host_session())
+      routing_->record(*session, ids.size() == 1 ? experts::StepKind::Decode : experts::StepKind::Prefill);
   if (debug_.logit_noise > 0)
-    perturb_logits(std::span<float>(logits.row(0), static_cast<size_t>(logits.cols())), session.position - 1,
+    perturb_logits(std::span<float>(logits.row(0), static_cast<size_t>(logits.cols())), sessions_.position() - 1,
                    debug_.logit_noise);
   if (debug_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(debug_.step_delay_ms));
   return logits;
-}
-
-engine::Resume EngineWorker::resume(const std::vector<int32_t>& prompt) {
-  if (prefix_.cache != nullptr)
-    if (auto r = prefix_.cache->resume(prompt)) return std::move(*r);
-  if (prefix_.store != nullptr)
-    if (auto s = prefix_.store->load_longest_prefix(prompt))
-      return {std::move(s->session), static_cast<int64_t>(s->tokens.size()), std::move(s->checkpoints)};
-  return {model_.new_session(), 0, {}};
-}
-
-void EngineWorker::keep(std::vector<int32_t> tokens, engine::Session session,
-                        std::vector<engine::SessionCheckpoint> checkpoints) {
-  if (prefix_.store != nullptr) prefix_.store->save(tokens, session, checkpoints);
-  if (prefix_.cache == nullptr) return;
-  const uint64_t evicted = prefix_.cache->evictions();
-  prefix_.cache->store(std::move(tokens), std::move(session), std::move(checkpoints));
-  metrics_.add("frank_prefix_cache_evictions_total", static_cast<double>(prefix_.cache->evictions() - evicted));
 }
 
 void EngineWorker::execute(Job& job) {
@@ -127,6 +114,9 @@ void EngineWorker::execute(Job& job) {
   try {
     end = generate(job);
   } catch (const std::exception& e) {
+    // The request fails; the server goes on, and the next request starts from a fresh session
+    // (after a device error the session's state cannot be trusted).
+    sessions_.drop();
     end = JobEnd{"error", e.what(), static_cast<int>(job.request.prompt.size())};
   }
   metrics_.add("frank_requests_total", 1, {{"outcome", end.finish_reason}});
@@ -147,8 +137,8 @@ JobEnd EngineWorker::generate(Job& job) {
     return nullptr;
   };
 
-  engine::Resume run = resume(req.prompt);
-  end.cached_tokens = static_cast<int>(run.reused_tokens);
+  const int64_t reused = sessions_.open(req.prompt);
+  end.cached_tokens = static_cast<int>(reused);
   std::vector<int32_t> fed(req.prompt.begin(), req.prompt.end());  // what the session consumes
   Clock::time_point first_token;
   auto finish = [&](const char* reason) {
@@ -156,8 +146,8 @@ JobEnd EngineWorker::generate(Job& job) {
     if (end.completion_tokens > 1)
       metrics_.observe("frank_decode_seconds_per_token",
                        seconds_since(first_token) / static_cast<double>(end.completion_tokens - 1));
-    fed.resize(static_cast<size_t>(run.session.position));
-    keep(std::move(fed), std::move(run.session), std::move(run.checkpoints));
+    fed.resize(static_cast<size_t>(sessions_.position()));
+    sessions_.close(std::move(fed));
     return end;
   };
 
@@ -169,20 +159,20 @@ JobEnd EngineWorker::generate(Job& job) {
   auto is_boundary = [&](int64_t p) {
     return std::find(req.message_boundaries.begin(), req.message_boundaries.end(), p) != req.message_boundaries.end();
   };
-  for (int64_t pos = run.reused_tokens; pos < prompt_end;) {
+  for (int64_t pos = reused; pos < prompt_end;) {
     if (const char* why = interrupted()) return finish(why);
-    int64_t next = std::min({prompt_end, pos + kPrefillChunk,
-                             (pos / prefix_.checkpoint_interval + 1) * prefix_.checkpoint_interval});
+    int64_t next =
+        std::min({prompt_end, pos + kPrefillChunk, (pos / checkpoint_interval_ + 1) * checkpoint_interval_});
     for (int64_t b : req.message_boundaries)
       if (b > pos && b < next) next = b;
-    logits = forward(run.session, std::span<const int32_t>(req.prompt).subspan(pos, next - pos),
+    logits = forward(std::span<const int32_t>(req.prompt).subspan(pos, next - pos),
                      drafting_possible() ? &prefill_streams : nullptr);
     pos = next;
-    if (pos == prompt_end || pos % prefix_.checkpoint_interval == 0 || is_boundary(pos)) {
-      run.checkpoints.push_back(engine::take_checkpoint(run.session));
-      metrics_.add("frank_prefix_checkpoints_total", 1);
-      metrics_.add("frank_prefix_checkpoint_bytes_total", static_cast<double>(run.checkpoints.back().bytes()));
-    }
+    if (pos == prompt_end || pos % checkpoint_interval_ == 0 || is_boundary(pos))
+      if (const auto bytes = sessions_.checkpoint()) {
+        metrics_.add("frank_prefix_checkpoints_total", 1);
+        metrics_.add("frank_prefix_checkpoint_bytes_total", static_cast<double>(*bytes));
+      }
   }
 
   // Each emitted token: its event (log-probabilities from the logits it was chosen at), then the
@@ -196,7 +186,7 @@ JobEnd EngineWorker::generate(Job& job) {
     if (end.completion_tokens++ == 0) {
       first_token = Clock::now();
       metrics_.observe("frank_time_to_first_token_seconds", seconds_since(start),
-                       {{"cache", run.reused_tokens > 0 ? "warm" : "cold"}});
+                       {{"cache", reused > 0 ? "warm" : "cold"}});
     }
     if (job.stop_requested() == Job::StopRequest::Satisfied) return "stop";
     if (const char* why = interrupted()) return why;
@@ -209,23 +199,24 @@ JobEnd EngineWorker::generate(Job& job) {
 
   if (drafting_possible() && !forced) {
     // Verify steps; a step that emits past the token ending the request is rewound to it.
+    engine::Session& session = *sessions_.host_session();
     engine::MtpDrafter drafter(model_);
     engine::SpeculativeDecoder decoder(model_, drafter, draft_tokens_, req.sampling,
                                        chooser_ ? &*chooser_ : nullptr);
-    decoder.start(row(logits, logits.rows() - 1), prefill_streams, run.session.position - prefill_streams.rows());
+    decoder.start(row(logits, logits.rows() - 1), prefill_streams, session.position - prefill_streams.rows());
     while (true) {
-      const int room = std::min(static_cast<int>(context_length_ - run.session.position) - 1,
-                                limit - end.completion_tokens - 1);
-      const int64_t position_before = run.session.position;
+      const int room =
+          std::min(static_cast<int>(context_length_ - session.position) - 1, limit - end.completion_tokens - 1);
+      const int64_t position_before = session.position;
       const auto step_start = Clock::now();
-      const auto emitted = decoder.step(run.session, fed, room);
+      const auto emitted = decoder.step(session, fed, room);
       const double seconds = seconds_since(step_start);
-      record_verify_step(run.session, emitted.size(), seconds, decoder.stats());
+      record_verify_step(session, emitted.size(), seconds, decoder.stats());
       for (size_t i = 0; i < emitted.size(); ++i)
         if (const char* why = emit(emitted[i].logits, emitted[i].id, position_before + static_cast<int64_t>(i))) {
           // The request ends inside the step: keep the session at its last emitted token, so the
           // prefix cache holds exactly what the client saw.
-          if (i + 1 < emitted.size()) run.session = decoder.rewind_last_step(run.session, static_cast<int>(i) + 1);
+          if (i + 1 < emitted.size()) session = decoder.rewind_last_step(session, static_cast<int>(i) + 1);
           return finish(why);
         }
     }
@@ -234,14 +225,14 @@ JobEnd EngineWorker::generate(Job& job) {
   while (true) {
     const auto last = row(logits, logits.rows() - 1);
     const int32_t next = forced ? req.forced_completion[end.completion_tokens] : sampler.next(last);
-    if (const char* why = emit(last, next, run.session.position)) return finish(why);
+    if (const char* why = emit(last, next, sessions_.position())) return finish(why);
     fed.push_back(next);
-    logits = forward(run.session, std::span<const int32_t>(&next, 1));
+    logits = forward(std::span<const int32_t>(&next, 1));
   }
 }
 
-bool EngineWorker::drafting_possible() const {
-  return (draft_tokens_ > 0 || chooser_) && model_.weights().mtp.has_value();
+bool EngineWorker::drafting_possible() {
+  return (draft_tokens_ > 0 || chooser_) && model_.weights().mtp.has_value() && sessions_.host_session() != nullptr;
 }
 
 void EngineWorker::record_verify_step(const engine::Session& session, size_t emitted, double seconds,

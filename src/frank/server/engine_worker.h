@@ -1,17 +1,17 @@
 #pragma once
-// Runs one Job on the model: resume from the prefix cache where the prompt repeats a kept
-// conversation, prefill the rest (taking checkpoints), then decode token by token (sampled or
-// forced), emitting a TokenEvent per token and a JobEnd; checks for stop requests and the deadline
-// between steps, keeps the finished session in the cache, and records the engine-side metrics.
+// Runs one Job on the model, on whatever backend `RequestSessions` wraps: open a session for the
+// prompt (reusing what the backend kept), prefill the rest (asking for checkpoints), then decode
+// token by token (sampled or forced), emitting a TokenEvent per token and a JobEnd; checks for
+// stop requests and the deadline between steps, closes the session (kept for later requests) or
+// drops it after a failure, and records the engine-side metrics.
 #include <optional>
 
 #include "frank/engine/draft_length.h"
 #include "frank/engine/model.h"
-#include "frank/engine/prefix_cache.h"
-#include "frank/engine/prefix_store.h"
 #include "frank/engine/speculative.h"
 #include "frank/server/job.h"
 #include "frank/server/metrics.h"
+#include "frank/server/request_sessions.h"
 #include "frank/server/routing_recorder.h"
 
 namespace frank::server {
@@ -27,15 +27,14 @@ struct EngineDebugOptions {
 
 class EngineWorker {
  public:
-  struct PrefixOptions {
-    engine::PrefixCache* cache = nullptr;        // none: every request starts cold
-    const engine::PrefixStore* store = nullptr;  // none: nothing on disk
-    int64_t checkpoint_interval = 1024;          // plus one at the end of every prompt
-  };
-  // draft_tokens > 0: speculative decoding with the model's MTP block, when it has one;
-  // kAutoDraftTokens: the number drafted per step is chosen from measured costs (draft_length.h).
-  EngineWorker(const engine::Model& model, Metrics& metrics, int context_length, PrefixOptions prefix,
-               EngineDebugOptions debug = {}, int draft_tokens = 0, RoutingRecorder* routing = nullptr);
+  // `checkpoint_interval`: tokens between the checkpoints asked of `sessions` (plus one at the end
+  // of every prompt and at its message boundaries). draft_tokens > 0: speculative decoding with the
+  // model's MTP block, when it has one and the sessions live on the host; kAutoDraftTokens: the
+  // number drafted per step is chosen from measured costs (draft_length.h). `routing` needs host
+  // sessions too.
+  EngineWorker(const engine::Model& model, RequestSessions& sessions, Metrics& metrics, int context_length,
+               int64_t checkpoint_interval, EngineDebugOptions debug = {}, int draft_tokens = 0,
+               RoutingRecorder* routing = nullptr);
   void execute(Job& job);
 
   // Declares the metrics this worker records (called once by the server).
@@ -43,20 +42,18 @@ class EngineWorker {
 
  private:
   JobEnd generate(Job& job);
-  // Where the prompt can start: a cached or stored session, or a new one.
-  engine::Resume resume(const std::vector<int32_t>& prompt);
-  // One forward call on the model, counted, with the debug faults applied: the last position's
-  // logits, [1, vocab] (and the residual streams of every position into `streams`, when given).
-  Tensor forward(engine::Session& session, std::span<const int32_t> ids, Tensor* streams = nullptr);
-  bool drafting_possible() const;
+  // One forward call on the open session, counted, with the debug faults applied: the last
+  // position's logits, [1, vocab] (and the residual streams of every position into `streams`, when given).
+  Tensor forward(std::span<const int32_t> ids, Tensor* streams = nullptr);
+  bool drafting_possible();
   void record_verify_step(const engine::Session& session, size_t emitted, double seconds,
                           const engine::SpeculativeStats& total);
-  void keep(std::vector<int32_t> tokens, engine::Session session, std::vector<engine::SessionCheckpoint> checkpoints);
 
   const engine::Model& model_;
+  RequestSessions& sessions_;
   Metrics& metrics_;
   int context_length_;
-  PrefixOptions prefix_;
+  int64_t checkpoint_interval_;
   EngineDebugOptions debug_;
   int draft_tokens_;
   std::optional<engine::DraftLengthChooser> chooser_;  // --draft-tokens auto; kept across requests

@@ -8,6 +8,7 @@
 #include "frank/server/api_error.h"
 #include "frank/server/chat_completions.h"
 #include "frank/server/completions.h"
+#include "frank/server/prefix_cached_sessions.h"
 #include "frank/server/request_fields.h"
 
 namespace frank::server {
@@ -22,14 +23,30 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 }  // namespace
 
-EngineWorker::PrefixOptions HttpServer::prefix_options(const engine::Model& model, const ServerOptions& o) {
-  if (o.prefix_checkpoint_interval <= 0) throw Error("the prefix checkpoint interval must be positive");
+RequestSessions& HttpServer::sessions(const engine::Model& model, const ServerOptions& o,
+                                      ContinuedSessions::NewRunner device_runners) {
+  if (device_runners) {
+    auto cpu_only = [](bool asked, const char* option, const char* why) {
+      if (asked)
+        throw Error(fmt::format("{} works on the CPU backend only for now ({}); leave it out or serve with --backend cpu",
+                                option, why));
+    };
+    const char* no_checkpoints = "the prefix cache needs session checkpoints, which device sessions do not have yet";
+    cpu_only(o.prefix_cache_bytes > 0, "--prefix-cache-gb", no_checkpoints);
+    cpu_only(!o.prefix_cache_dir.empty(), "--prefix-cache-dir", no_checkpoints);
+    cpu_only(o.draft_tokens != 0, "--draft-tokens",
+             "speculative decoding rewinds the session past rejected drafts, which device sessions cannot yet");
+    cpu_only(!o.record_routing.empty(), "--record-routing", "routing traces read the routed experts of host sessions");
+    sessions_ = std::make_unique<ContinuedSessions>(std::move(device_runners));
+    return *sessions_;
+  }
   if (o.prefix_cache_bytes > 0) prefix_cache_ = std::make_unique<engine::PrefixCache>(o.prefix_cache_bytes);
   if (!o.prefix_cache_dir.empty())
     prefix_store_ = std::make_unique<engine::PrefixStore>(
         o.prefix_cache_dir, model, [](const std::string& warning) { std::cerr << "warning: " << warning << "\n"; },
         o.prefix_cache_disk_bytes);
-  return {prefix_cache_.get(), prefix_store_.get(), o.prefix_checkpoint_interval};
+  sessions_ = std::make_unique<PrefixCachedSessions>(model, prefix_cache_.get(), prefix_store_.get(), metrics_);
+  return *sessions_;
 }
 
 RoutingRecorder* HttpServer::routing_recorder(const engine::Model& model, const ServerOptions& o) {
@@ -37,9 +54,11 @@ RoutingRecorder* HttpServer::routing_recorder(const engine::Model& model, const 
   return routing_.get();
 }
 
-HttpServer::HttpServer(const engine::Model& model, const model::Tokenizer& tokenizer, ServerOptions options)
-    : worker_(model, metrics_, options.context_length, prefix_options(model, options), options.debug,
-              options.draft_tokens, routing_recorder(model, options)),
+HttpServer::HttpServer(const engine::Model& model, const model::Tokenizer& tokenizer, ServerOptions options,
+                       ContinuedSessions::NewRunner device_runners)
+    : worker_(model, sessions(model, options, std::move(device_runners)), metrics_, options.context_length,
+              options.prefix_checkpoint_interval, options.debug, options.draft_tokens,
+              routing_recorder(model, options)),
       scheduler_(options.max_queue, [this](Job& job) { worker_.execute(job); }),
       ctx_{model, tokenizer, std::move(options), metrics_, scheduler_} {
   EngineWorker::declare_metrics(metrics_);

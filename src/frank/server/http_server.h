@@ -5,6 +5,9 @@
 
 #include <memory>
 
+#include "frank/engine/prefix_cache.h"
+#include "frank/engine/prefix_store.h"
+#include "frank/server/continued_sessions.h"
 #include "frank/server/engine_worker.h"
 #include "frank/server/server_context.h"
 
@@ -12,7 +15,11 @@ namespace frank::server {
 
 class HttpServer {
  public:
-  HttpServer(const engine::Model& model, const model::Tokenizer& tokenizer, ServerOptions options);
+  // Requests run on the CPU reference with the prefix cache, or, when `device_runners` is given, on
+  // the sessions it makes (ContinuedSessions: `frank serve --backend cuda`); the prefix cache,
+  // speculative decoding and routing traces must then be off in `options` (else frank::Error).
+  HttpServer(const engine::Model& model, const model::Tokenizer& tokenizer, ServerOptions options,
+             ContinuedSessions::NewRunner device_runners = {});
   ~HttpServer();
 
   // Binds host:port (port 0 picks a free one) and returns the port; throws frank::Error on failure.
@@ -22,13 +29,15 @@ class HttpServer {
 
  private:
   void install_routes();
-  EngineWorker::PrefixOptions prefix_options(const engine::Model& model, const ServerOptions& options);
+  RequestSessions& sessions(const engine::Model& model, const ServerOptions& options,
+                            ContinuedSessions::NewRunner device_runners);
   RoutingRecorder* routing_recorder(const engine::Model& model, const ServerOptions& options);
 
   Metrics metrics_;
   std::unique_ptr<engine::PrefixCache> prefix_cache_;
   std::unique_ptr<engine::PrefixStore> prefix_store_;
   std::unique_ptr<RoutingRecorder> routing_;
+  std::unique_ptr<RequestSessions> sessions_;
   EngineWorker worker_;
   Scheduler scheduler_;
   ServerContext ctx_;

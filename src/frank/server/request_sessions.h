@@ -1,0 +1,45 @@
+#pragma once
+// RequestSessions: what the engine worker runs requests on, one at a time, whatever the backend.
+// Each request opens a session for its prompt (reusing what earlier requests left, where the
+// backend can), feeds it chunks of tokens, and closes it with the tokens it consumed (kept for
+// later requests) or drops it after a failure. The request loop itself — prefill, sampling, stop
+// handling, streaming, cancellation, metrics — is the worker's and the same on every backend.
+//
+// Two implementations: PrefixCachedSessions (the CPU reference with the prefix cache, checkpoints
+// and speculative decoding) and ContinuedSessions (any SessionRunner, e.g. the CUDA backend's,
+// reusing only the previous request's session when a prompt continues it exactly).
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "frank/core/tensor.h"
+#include "frank/engine/session.h"
+
+namespace frank::server {
+
+class RequestSessions {
+ public:
+  virtual ~RequestSessions() = default;
+
+  // Opens the session for `prompt` (non-empty): returns how many of its first tokens the session
+  // has already consumed (fewer than all of them: the last one's logits start the completion).
+  virtual int64_t open(std::span<const int32_t> prompt) = 0;
+  // Feeds `ids` at the session's next positions: the last position's logits, [1, vocab]. With
+  // `streams` (only where host_session() is non-null) also the residual streams of every position.
+  virtual Tensor forward(std::span<const int32_t> ids, Tensor* streams = nullptr) = 0;
+  // Tokens the open session has consumed.
+  virtual int64_t position() const = 0;
+  // Checkpoints the open session here, so that a later prompt departing at this position resumes
+  // from it: the checkpoint's bytes, or nullopt where the backend keeps no checkpoints.
+  virtual std::optional<size_t> checkpoint() = 0;
+  // Ends the request: `consumed` are exactly the tokens the session consumed; kept for reuse.
+  virtual void close(std::vector<int32_t> consumed) = 0;
+  // Ends a request that failed: the session's state is unknown, nothing of it is reused.
+  virtual void drop() = 0;
+  // The open session itself where it lives on the host (the CPU reference), else null: speculative
+  // decoding and routing traces read and rewind it directly.
+  virtual engine::Session* host_session() { return nullptr; }
+};
+
+}  // namespace frank::server
