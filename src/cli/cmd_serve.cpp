@@ -1,6 +1,7 @@
 // `frank serve`: the OpenAI-compatible HTTP server.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -22,6 +23,9 @@ struct ServeOptions {
   double prefix_cache_gb = 2;
   double prefix_cache_disk_gb = 16;
   std::string draft_tokens = "3";
+  // Given on the command line (their defaults are the CPU backend's; --backend cuda has neither).
+  const CLI::Option* prefix_cache_gb_option = nullptr;
+  const CLI::Option* draft_tokens_option = nullptr;
 };
 
 server::HttpServer* g_server = nullptr;
@@ -40,12 +44,23 @@ std::filesystem::path tokenizer_path(const ServeOptions& o) {
   return FRANK_DEFAULT_TOKENIZER;
 }
 
+// Runs one token on a fresh device session, so that the weights are uploaded and any device
+// failure (memory, unsupported weight format) stops the server before it listens.
+void warm_up(const engine::Model& model, Backend& backend) {
+  const auto start = std::chrono::steady_clock::now();
+  const int32_t bos = model.config().bos_token_id;
+  backend.new_runner()->forward(std::span<const int32_t>(&bos, 1), engine::Model::Logits::Last);
+  std::cout << fmt::format("weights uploaded to the GPU in {:.1f} s\n",
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())
+            << std::flush;
+}
+
 void run(ServeOptions o) {
   if (o.source.model_dir.empty() && o.source.synthetic.empty()) o.source.synthetic = "tiny-chat";
   if (!o.source.dump_topk_rows.empty()) throw Error("--dump-topk-rows applies to logits and generate");
-  if (o.source.backend != "cpu")
-    throw Error("serve runs on the CPU backend only for now (the CUDA backend serves `frank logits` and "
-                "`frank generate`)");
+  const bool on_cpu = o.source.backend == "cpu";
+  if (!on_cpu && o.prefix_cache_gb_option->count() == 0) o.prefix_cache_gb = 0;
+  if (!on_cpu && o.draft_tokens_option->count() == 0) o.draft_tokens = "0";
   const auto tokenizer = model::Tokenizer::load(tokenizer_path(o));
   const auto model = o.source.load();
   if (o.server.debug.step_delay_ms > 0 || o.server.debug.logit_noise > 0)
@@ -60,17 +75,24 @@ void run(ServeOptions o) {
     o.server.model_name = o.source.model_dir.empty() ? "frank-synthetic-" + o.source.synthetic
                                                      : std::filesystem::path(o.source.model_dir).filename().string();
   o.server.draft_tokens = parse_draft_tokens(o.draft_tokens);
-  if (o.server.draft_tokens != 0 && !model->weights().mtp)
+  if (on_cpu && o.server.draft_tokens != 0 && !model->weights().mtp)
     std::cout << "note: the model has no MTP block (mtp.0.*): speculative decoding is off\n";
   if (o.server.draft_tokens != server::kAutoDraftTokens && o.server.draft_tokens >= model->config().sliding_window)
     throw Error(fmt::format("--draft-tokens must be below the sliding window ({})", model->config().sliding_window));
-  server::HttpServer http(*model, tokenizer, o.server);
+  Backend backend(*model, o.source);  // --backend cuda: fails here without a GPU
+  server::ContinuedSessions::NewRunner device_runners;
+  if (!backend.is_cpu()) device_runners = [&backend] { return backend.new_runner(); };
+  server::HttpServer http(*model, tokenizer, o.server, std::move(device_runners));
+  if (!backend.is_cpu()) warm_up(*model, backend);
   const int port = http.bind();
   g_server = &http;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const auto url = fmt::format("http://{}:{}", o.server.host, port);
   std::cout << fmt::format("frank serving '{}' on {} (OpenAI API under {}/v1)\n", o.server.model_name, url, url);
+  if (!backend.is_cpu())
+    std::cout << "note: --backend cuda: no prefix cache; a request whose prompt starts with every token the previous "
+                 "request's session consumed continues that session (frank_prompt_tokens_cached_total counts them)\n";
   if (!o.source.synthetic.empty())
     std::cout << "note: synthetic model with random weights: its words are random; use --model DIR for a real one\n";
   std::cout << fmt::format(
@@ -103,11 +125,13 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-body-mb", opts->max_body_mb, "largest request body; larger ones get HTTP 413")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--prefix-cache-gb", opts->prefix_cache_gb, "memory for kept conversations (0: no prefix cache)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  opts->prefix_cache_gb_option =
+      cmd->add_option("--prefix-cache-gb", opts->prefix_cache_gb,
+                      "memory for kept conversations (0: no prefix cache; CPU backend only, off with --backend cuda)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
   cmd->add_option("--prefix-cache-dir", opts->server.prefix_cache_dir,
-                  "also keep conversations on disk here, so a restarted server resumes them");
+                  "also keep conversations on disk here, so a restarted server resumes them (CPU backend only)");
   cmd->add_option("--prefix-cache-disk-gb", opts->prefix_cache_disk_gb,
                   "most disk the kept conversations may take; the least recently used go first (0: no limit)")
       ->capture_default_str()
@@ -121,10 +145,11 @@ void register_serve(CLI::App& app) {
                   "most alternatives per token a request may ask for (logprobs / top_logprobs)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
-  cmd->add_option("--draft-tokens", opts->draft_tokens,
-                  "speculative decoding: tokens the model's MTP block drafts per verify step (0: off; auto: "
-                  "chosen from measured step costs)")
-      ->capture_default_str();
+  opts->draft_tokens_option =
+      cmd->add_option("--draft-tokens", opts->draft_tokens,
+                      "speculative decoding: tokens the model's MTP block drafts per verify step (0: off; auto: "
+                      "chosen from measured step costs; CPU backend only, off with --backend cuda)")
+          ->capture_default_str();
   cmd->add_option("--record-routing", opts->server.record_routing,
                   "append every step's routed experts to FILE (a routing trace for `frank plan build`)");
   cmd->add_option("--debug-step-delay-ms", opts->server.debug.step_delay_ms,

@@ -124,7 +124,7 @@ TEST(Cli, BadArgumentsGiveClearErrors) {
   expect_error("logits --ids 1 --backend cuda --out " + out, "backend 'cuda' is not available");
   expect_error("bench decode --layers 2", "bench decode needs the CUDA backend");
   expect_error("bench decode --layers 44", "--layers");
-  expect_error("serve --backend cuda", "serve runs on the CPU backend only");
+  expect_error("serve --backend cuda", "backend 'cuda' is not available");
   expect_error("serve --dump-topk-rows " + (tmp / "rows").string(), "--dump-topk-rows applies to logits and generate");
   expect_error("generate --synthetic huge", "unknown synthetic model 'huge'");
   expect_error("generate --temperature -1", "temperature must be");
