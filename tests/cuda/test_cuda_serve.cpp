@@ -1,0 +1,229 @@
+// `frank serve --backend cuda` against `frank serve` on the CPU reference, both started as a user
+// starts them, on the golden fixture tiny-v4 (fp32 weights): greedy completions of the same
+// prompts must be the same tokens, including a request that continues the previous one (the
+// device session is reused: only its new tokens run) and one that does not (a fresh session).
+// Skipped, saying so, without a CUDA device. Needs the `frank` binary built with -DFRANK_CUDA=ON:
+// $FRANK_BINARY, else `frank` beside this test's executable (scripts/gpu-check's layout), else the
+// build tree's. Run from the repository root (the fixture path is relative).
+//
+// Tolerances: fp32 weights, as test_cuda_forward.cpp: logits within 1e-3 x max(1, |logit|) of the
+// CPU's (measured near 1e-5). Greedy tokens may then part only where the CPU's top two
+// log-probabilities are closer than 1e-2 (a near-tie that rounding may flip); the comparison stops
+// there and says so. A chosen token's log-probability is a logit minus the log-sum-exp of all,
+// each within that tolerance: 5e-3 x max(1, |logprob|) leaves rounding room.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "frank/lab/engine_client.h"
+#include "frank/lab/engine_process.h"
+#include "frank/model/tokenizer/byte_level.h"
+#include "golden/fixture.h"
+
+namespace frank::test {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+fs::path frank_binary() {
+  if (const char* env = std::getenv("FRANK_BINARY")) return env;
+  const fs::path beside = fs::read_symlink("/proc/self/exe").parent_path() / "frank";
+  if (fs::exists(beside)) return beside;
+  return FRANK_BUILD_BINARY;
+}
+
+// A byte-level tokenizer with one token per byte (ids 0..255), no merges: the fixture's vocabulary
+// is 256 and its prompts are token ids, so the tokenizer only names tokens.
+fs::path write_byte_tokenizer(const fs::path& dir) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[model::tok::byte_level_spelling(static_cast<uint8_t>(b))] = b;
+  const json file{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}},
+                  {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}},
+                  {"decoder", {{"type", "ByteLevel"}}},
+                  {"added_tokens", json::array()}};
+  const fs::path path = dir / "tokenizer.json";
+  std::ofstream(path) << file.dump();
+  return path;
+}
+
+// One `frank serve` on a free port, stopped at the end of the test.
+struct Server {
+  Server(const std::string& args, const fs::path& log) : port(lab::free_local_port()) {
+    const std::string command = fmt::format("exec {} serve --port {} {}", frank_binary().string(), port, args);
+    process = std::make_unique<lab::EngineProcess>(command, log);
+    process->wait_healthy(url(), "/health", std::chrono::seconds(180));
+    client = std::make_unique<lab::EngineClient>(url(), std::chrono::seconds(120));
+  }
+  std::string url() const { return fmt::format("http://127.0.0.1:{}", port); }
+  int port;
+  std::unique_ptr<lab::EngineProcess> process;
+  std::unique_ptr<lab::EngineClient> client;
+};
+
+struct Completion {
+  std::vector<int32_t> ids;
+  std::vector<double> logprobs;
+  std::vector<double> top2_gap;  // CPU side: logprob of the best token minus the second's
+  int cached_tokens = -1;
+  std::string text;
+};
+
+int32_t token_id(const std::string& name) { return std::stoi(name.substr(name.find(':') + 1)); }
+
+// A greedy completion of `prompt` (token ids), `max_tokens` long, with the top-2 log-probabilities.
+Completion complete(Server& s, const std::vector<int32_t>& prompt, int max_tokens) {
+  const json body{{"prompt", prompt},    {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true},
+                  {"logprobs", 2},       {"return_tokens_as_token_ids", true}};
+  const lab::HttpReply reply = s.client->post_json("/v1/completions", body);
+  if (!reply.ok()) throw std::runtime_error(s.url() + ": " + reply.failure());
+  const json doc = json::parse(reply.body);
+  if (doc.contains("error")) throw std::runtime_error(s.url() + ": " + doc.dump());
+  const json& lp = doc.at("choices").at(0).at("logprobs");
+  Completion c;
+  for (size_t i = 0; i < lp.at("tokens").size(); ++i) {
+    c.ids.push_back(token_id(lp["tokens"][i].get<std::string>()));
+    c.logprobs.push_back(lp["token_logprobs"][i].get<double>());
+    std::vector<double> top;
+    for (const auto& [name, value] : lp["top_logprobs"][i].items()) top.push_back(value.get<double>());
+    std::sort(top.begin(), top.end(), std::greater<>());
+    c.top2_gap.push_back(top.size() >= 2 ? top[0] - top[1] : INFINITY);
+  }
+  c.cached_tokens = doc.at("usage").at("prompt_tokens_details").at("cached_tokens").get<int>();
+  c.text = doc.at("choices").at(0).at("text").get<std::string>();
+  return c;
+}
+
+// The CUDA completion against the CPU's: the same tokens up to a near-tie, the log-probabilities
+// within tolerance. Returns how many tokens were compared.
+size_t expect_same(const Completion& cuda, const Completion& cpu, const std::string& what) {
+  EXPECT_EQ(cuda.ids.size(), cpu.ids.size()) << what;
+  double worst = 0;
+  size_t i = 0;
+  for (; i < std::min(cuda.ids.size(), cpu.ids.size()); ++i) {
+    if (cuda.ids[i] != cpu.ids[i]) {
+      EXPECT_LT(cpu.top2_gap[i], 1e-2) << what << ": token " << i << " is " << cuda.ids[i] << " on CUDA, "
+                                       << cpu.ids[i] << " on the CPU, whose top-2 gap is " << cpu.top2_gap[i];
+      std::cout << fmt::format("{}: near-tie at token {} (CPU top-2 gap {:.3g}); compared no further\n", what, i,
+                               cpu.top2_gap[i]);
+      break;
+    }
+    const double err = std::abs(cuda.logprobs[i] - cpu.logprobs[i]) / std::max(1.0, std::abs(cpu.logprobs[i]));
+    worst = std::max(worst, err);
+    EXPECT_LE(err, 5e-3) << what << ": token " << i << " logprob " << cuda.logprobs[i] << " vs " << cpu.logprobs[i];
+  }
+  std::cout << fmt::format("| {:<26} | {:>6} | {:>13} | {:>8} | {:>12.3g} |\n", what, cuda.ids.size(),
+                           cuda.cached_tokens, i == cpu.ids.size() ? "yes" : fmt::format("{} of {}", i, cpu.ids.size()),
+                           worst);
+  return i;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Value of an unlabelled counter in a /metrics text (-1 when absent).
+double metric(Server& s, const std::string& name) {
+  const std::string text = s.client->get("/metrics").body;
+  const auto at = text.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+}
+
+TEST(CudaServe, GreedyCompletionsEqualTheCpuServersAndContinuedSessionsAreReused) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: `frank serve --backend cuda` is not checked here";
+  ASSERT_TRUE(fs::exists(frank_binary())) << frank_binary() << " not found (set FRANK_BINARY)";
+  const fs::path fixture = fixture_root() / "tiny-v4";
+  const Fixture f = load_fixture(fixture);
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("frank-cuda-serve-{}", getpid());
+  fs::create_directories(tmp);
+  const std::string common =
+      fmt::format("--model {} --tokenizer {} --ctx 512", fixture.string(), write_byte_tokenizer(tmp).string());
+  Server cpu(common, tmp / "cpu.log");
+  Server cuda(common + " --backend cuda --weights-dtype fp32", tmp / "cuda.log");
+
+  std::cout << "| request                    | tokens | cached (cuda) | same ids | max logprob err |\n";
+  // 1. A fresh session.
+  const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + 8);
+  const Completion first = complete(cuda, prompt, 12);
+  const Completion cpu_first = complete(cpu, prompt, 12);
+  EXPECT_EQ(first.cached_tokens, 0);
+  expect_same(first, cpu_first, "1 fresh");
+
+  // 2. The conversation so far plus new tokens: the session (the prompt and every completion token
+  //    but the last, which was never fed) continues; only the rest runs.
+  const auto extended = concat(concat(prompt, first.ids), {f.ids[8], f.ids[9], f.ids[10]});
+  const Completion second = complete(cuda, extended, 10);
+  EXPECT_EQ(second.cached_tokens, static_cast<int>(prompt.size() + first.ids.size() - 1));
+  expect_same(second, complete(cpu, extended, 10), "2 continues 1");
+
+  // 3. Once more on top of that.
+  const auto again = concat(concat(extended, second.ids), {f.ids[11]});
+  const Completion third = complete(cuda, again, 8);
+  EXPECT_EQ(third.cached_tokens, static_cast<int>(extended.size() + second.ids.size() - 1));
+  expect_same(third, complete(cpu, again, 8), "3 continues 2");
+
+  // 4. A prompt that departs from the session at its sixth token: a fresh session.
+  auto departs = prompt;
+  departs[5] = (departs[5] + 1) % static_cast<int32_t>(f.vocab);
+  const Completion fourth = complete(cuda, departs, 12);
+  EXPECT_EQ(fourth.cached_tokens, 0);
+  expect_same(fourth, complete(cpu, departs, 12), "4 departs (fresh)");
+
+  // 5. The first prompt again: fresh as well (the session now holds request 4).
+  const Completion fifth = complete(cuda, prompt, 12);
+  EXPECT_EQ(fifth.cached_tokens, 0);
+  expect_same(fifth, cpu_first, "5 = 1 again (fresh)");
+
+  // Reuse is reported as the CPU prefix cache reports its hits.
+  EXPECT_EQ(metric(cuda, "frank_prompt_tokens_cached_total"), second.cached_tokens + third.cached_tokens);
+  EXPECT_EQ(metric(cuda, "frank_prompt_tokens_total"),
+            static_cast<double>(prompt.size() * 2 + extended.size() + again.size() + departs.size()));
+
+  const std::string cuda_end = cuda.process->stop();
+  EXPECT_EQ(cuda_end, "exit 0") << cuda.process->log_tail();
+  cpu.process->stop();
+  fs::remove_all(tmp);
+}
+
+// --weights-dtype bf16 (the default): the server runs, and a continued session gives what a fresh
+// session gives for the same prompt (same weights and kernels; only the chunking of the prompt
+// differs, so the same near-tie rule and tolerance apply, the fresh run standing for the CPU).
+TEST(CudaServe, Bf16ContinuedSessionEqualsAFreshOne) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: `frank serve --backend cuda` is not checked here";
+  const fs::path fixture = fixture_root() / "tiny-v4";
+  const Fixture f = load_fixture(fixture);
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("frank-cuda-serve-bf16-{}", getpid());
+  fs::create_directories(tmp);
+  Server cuda(fmt::format("--model {} --tokenizer {} --ctx 512 --backend cuda", fixture.string(),
+                          write_byte_tokenizer(tmp).string()),
+              tmp / "cuda.log");
+  const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + 8);
+  const Completion first = complete(cuda, prompt, 12);
+  const auto extended = concat(concat(prompt, first.ids), {f.ids[8], f.ids[9]});
+  const Completion continued = complete(cuda, extended, 10);
+  EXPECT_EQ(continued.cached_tokens, static_cast<int>(prompt.size() + first.ids.size() - 1));
+  complete(cuda, {f.ids[3]}, 1);  // another prompt: the next request starts fresh
+  const Completion fresh = complete(cuda, extended, 10);
+  EXPECT_EQ(fresh.cached_tokens, 0);
+  std::cout << "| request                    | tokens | cached (cuda) | same ids | max logprob err |\n";
+  expect_same(continued, fresh, "bf16 continued vs fresh");
+  cuda.process->stop();
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace frank::test
