@@ -28,8 +28,8 @@ RequestSessions& HttpServer::sessions(const engine::Model& model, const ServerOp
   if (device_runners) {
     auto cpu_only = [](bool asked, const char* option, const char* why) {
       if (asked)
-        throw Error(fmt::format("{} works on the CPU backend only for now ({}); leave it out or serve with --backend cpu",
-                                option, why));
+        throw Error(fmt::format(
+            "{} works on the CPU backend only for now ({}); leave it out or serve with --backend cpu", option, why));
     };
     const char* no_checkpoints = "the prefix cache needs session checkpoints, which device sessions do not have yet";
     cpu_only(o.prefix_cache_bytes > 0, "--prefix-cache-gb", no_checkpoints);
