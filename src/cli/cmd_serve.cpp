@@ -95,6 +95,8 @@ void run(ServeOptions o) {
                  "request's session consumed continues that session (frank_prompt_tokens_cached_total counts them)\n";
   if (!o.source.synthetic.empty())
     std::cout << "note: synthetic model with random weights: its words are random; use --model DIR for a real one\n";
+  // The CPU backend keeps K=V rows in fp32.
+  std::cout << format_kv_capacity_line(model->config(), engine::KvFormat::F32, o.server.context_length) << "\n";
   std::cout << fmt::format(
                    "try: curl {}/v1/chat/completions -H 'Content-Type: application/json' "
                    "-d '{{\"model\":\"{}\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello\"}}],"

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   frank::cli::register_plan(app);
   frank::cli::register_lab(app);
   frank::cli::register_bench(app);
+  frank::cli::register_kv_capacity(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -122,6 +122,13 @@ TEST(Cli, BadArgumentsGiveClearErrors) {
   expect_error("logits --ids 1,2 --mode chunked:0 --out " + out, "unknown mode 'chunked:0'");
   expect_error("logits --ids 1,2 --mode full --prefill 1 --out " + out, "--prefill applies to --mode incremental");
   expect_error("logits --ids 1 --backend cuda --out " + out, "backend 'cuda' is not available");
+  expect_error("logits --ids 1 --kv-dtype fp8 --out " + out, "the CPU backend (the fp32 reference) keeps K=V rows in fp32");
+  expect_error("generate --kv-dtype fp16", "--kv-dtype 'fp16': expected fp32, bf16 or fp8");
+  expect_error("bench decode --kv-dtype int4", "--kv-dtype 'int4'");
+  expect_error("kv-capacity --synthetic v4-flash --memory 40 GiB", "GiB");
+  expect_error("kv-capacity --synthetic v4-flash --memory lots", "'lots' is not a memory size");
+  expect_error("kv-capacity --memory 1GiB", "give one of --checkpoint DIR or --synthetic v4-flash");
+  expect_error("kv-capacity --synthetic v4-flash --memory 1GiB --kv-dtype fp4", "--kv-dtype 'fp4'");
   expect_error("bench decode --layers 2", "bench decode needs the CUDA backend");
   expect_error("bench decode --layers 44", "--layers");
   expect_error("serve --backend cuda", "backend 'cuda' is not available");
@@ -134,6 +141,20 @@ TEST(Cli, BadArgumentsGiveClearErrors) {
   expect_error("generate --no-such-flag", "no-such-flag");
   expect_error("", "subcommand");
   EXPECT_EQ(run_frank("generate --help").exit_code, 0);
+}
+
+// The numbers are engine::kv_capacity's (tests/unit/test_kv_capacity.cpp works them out by hand).
+TEST(Cli, KvCapacityTable) {
+  const auto r = run_frank("kv-capacity --synthetic v4-flash --memory 40GiB");
+  ASSERT_EQ(r.exit_code, 0) << r.output();
+  EXPECT_THAT(r.out, HasSubstr("| fp8 | 584 | 5845.25 | 14.99 | 7345226 |"));
+  EXPECT_THAT(r.out, HasSubstr("| fp32 | 2048 | 13760.00 | 23.05 | 3119667 |"));
+  EXPECT_THAT(r.out, HasSubstr("| v4.1-fp8 (V4.1 record, capacity only) | 528 | 5542.50 |"));
+  const auto one = run_frank("kv-capacity --checkpoint " + (fixture_root() / "tiny-v4").string() +
+                             " --memory 1MiB --kv-dtype bf16");
+  ASSERT_EQ(one.exit_code, 0) << one.output();
+  EXPECT_THAT(one.out, HasSubstr("| bf16 | 64 |"));  // tiny-v4: head_dim 32
+  EXPECT_THAT(one.out, ::testing::Not(HasSubstr("| fp8 |")));
 }
 
 // Copies a fixture and lets the test break one file of the copy.
