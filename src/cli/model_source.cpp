@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "frank/core/error.h"
+#include "frank/engine/kv_record.h"
 #include "frank/model/loader.h"
 #include "frank/model/synthetic.h"
 #ifdef FRANK_WITH_CUDA
@@ -27,6 +28,9 @@ void ModelSource::add_options(CLI::App& app) {
   app.add_option("--cuda-graphs", cuda_graphs,
                  "cuda: replay decode and verify steps (up to 8 tokens) as captured CUDA graphs (false: issue every "
                  "kernel eagerly)")
+  app.add_option("--kv-dtype", kv_dtype,
+                 "how the session stores attention K=V rows (window and compressed entries): fp32, bf16 or fp8 "
+                 "(DeepSeek-V4's 584-byte record); other than fp32 needs --backend cuda")
       ->capture_default_str();
   app.add_option("--dump-topk-rows", dump_topk_rows,
                  "write every indexer score row of the run to DIR/topk-rows.bin (CPU backend; for frank_topk_check "
@@ -44,6 +48,10 @@ std::unique_ptr<engine::Model> ModelSource::load() const {
                             "build with -DFRANK_CUDA=ON)",
                             backend));
 #endif
+  if (engine::parse_kv_format(kv_dtype) != engine::KvFormat::F32 && backend == "cpu")
+    throw Error(fmt::format("--kv-dtype {}: the CPU backend (the fp32 reference) keeps K=V rows in fp32; bf16 and fp8 "
+                            "storage need --backend cuda",
+                            kv_dtype));
   model::LoadedModel m = model_dir.empty() ? model::synthetic_model(synthetic.empty() ? "tiny" : synthetic, seed)
                                            : model::load_model(model_dir);
   if (!m.unused_tensors.empty()) {
@@ -55,8 +63,10 @@ std::unique_ptr<engine::Model> ModelSource::load() const {
 
 #ifdef FRANK_WITH_CUDA
 struct Backend::Gpu {
-  Gpu(const engine::Model& m, cuda::WeightType t, bool graphs) : model(m, t, 0, {.enabled = graphs}) {}
+  Gpu(const engine::Model& m, cuda::WeightType t, bool graphs, engine::KvFormat kv)
+      : model(m, t, 0, {.enabled = graphs}), kv(kv) {}
   cuda::CudaModel model;
+  engine::KvFormat kv;
 };
 #else
 struct Backend::Gpu {};
@@ -70,7 +80,8 @@ Backend::Backend(engine::Model& model, const ModelSource& source) : model_(model
   }
 #ifdef FRANK_WITH_CUDA
   if (source.backend == "cuda")
-    gpu_ = std::make_unique<Gpu>(model, cuda::parse_weight_type(source.weights_dtype), source.cuda_graphs);
+    gpu_ = std::make_unique<Gpu>(model, cuda::parse_weight_type(source.weights_dtype), source.cuda_graphs,
+                                 engine::parse_kv_format(source.kv_dtype));
 #else
   (void)source;
 #endif
@@ -85,7 +96,7 @@ bool Backend::is_cpu() const { return gpu_ == nullptr; }
 
 std::unique_ptr<engine::SessionRunner> Backend::new_runner() {
 #ifdef FRANK_WITH_CUDA
-  if (gpu_) return std::make_unique<cuda::CudaRunner>(gpu_->model);
+  if (gpu_) return std::make_unique<cuda::CudaRunner>(gpu_->model, gpu_->kv);
 #endif
   return std::make_unique<engine::CpuRunner>(model_);
 }

@@ -19,6 +19,7 @@ struct ModelSource {
   std::string backend = "cpu";
   std::string weights_dtype = "bf16";
   bool cuda_graphs = true;
+  std::string kv_dtype = "fp32";  // how the session stores K=V rows (cuda: fp32 | bf16 | fp8; cpu: fp32 only)
   std::string dump_topk_rows;  // a directory: the indexer's score rows of the run (CPU backend)
 
   void add_options(CLI::App& app);

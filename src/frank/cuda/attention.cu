@@ -1,4 +1,4 @@
-// The sliding-window ring and attention with a sink (contract in ops.cuh).
+// The sliding-window ring, K=V row encoding and attention with a sink (contract in ops.cuh).
 //
 // attend: all heads of a token read the same keys (K = V, one row per position), so a warp takes
 // G heads at once (G = 4 where H allows): it reads a key once, as float4s spread over its lanes,
@@ -12,12 +12,15 @@
 // merge_kernel combines the splits with the sink. Splitting spreads a decode token's keys over the
 // whole GPU (64 heads / G = 16 blocks would leave most SMs idle and read every key 16 times
 // through one SM each), and a warp's next key is loaded while it works on the current one. Any
-// number of keys works (HCA's entry count grows with the context) with fixed shared memory.
+// number of keys works (HCA's entry count grows with the context) with fixed shared memory. Keys
+// are read in their stored format (kv_rows.cuh) and dequantised into those registers: the sums
+// stay fp32.
 #include <cmath>
 #include <cstdint>
 
-#include "frank/cuda/ops.cuh"
+#include "frank/cuda/kv_rows.cuh"
 #include "frank/cuda/launch.cuh"
+#include "frank/cuda/ops.cuh"
 #include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
@@ -30,36 +33,37 @@ constexpr int kMaxSplits = 16;
 constexpr int kTargetBlocks = 2 * 132;       // about two blocks per SM of an H200
 constexpr int kMergeThreads = kMaxHeadDim / 4;
 
-__global__ void window_store_kernel(float* ring, int W, int hd, const float* chunk_kv, int first,
-                                    const int64_t* start_at) {
+// One block per row: row `first + blockIdx.x` of `rows` [*, dim] fp32 is encoded into
+// records[slot(row)], slot(t) = (*start_at + t) % W for the ring, t for a plain array (W = 0).
+template <KvFormat F>
+__global__ void store_rows_kernel(uint8_t* records, int W, KvRowLayout l, const float* rows, int first,
+                                  const int64_t* start_at) {
   follow_previous_kernel();
-  const int64_t start = *start_at;
   const int t = first + blockIdx.x;
-  float* dst = ring + ((start + t) % W) * hd;
-  const float* src = chunk_kv + static_cast<int64_t>(t) * hd;
-  for (int c = threadIdx.x; c < hd; c += blockDim.x) dst[c] = src[c];
+  const int64_t slot = W > 0 ? (*start_at + t) % W : t;
+  store_kv_row<F>(rows + static_cast<int64_t>(t) * l.dim, records + slot * l.row_bytes, l);
 }
 
 // The keys of token t: j < n_window are the window positions lo, lo+1, .., pos; after them the
 // compressed entries (all visible ones for HCA, the indexer's selection for CSA).
 struct KeyList {
-  const float* ring;
+  const uint8_t* ring;
   int W;
-  const float* chunk_kv;
+  const uint8_t* chunk_rows;
   int64_t start, lo;
   int n_window;
-  const float* entries;
+  const uint8_t* entries;
   const int32_t* selected;  // this token's row, or null
-  int hd;
+  int64_t row_bytes;
 
-  // The row of key j, or null for a selection slot left empty (-1).
-  __device__ const float* operator[](int j) const {
+  // The stored row of key j, or null for a selection slot left empty (-1).
+  __device__ const uint8_t* operator[](int j) const {
     if (j < n_window) {
       const int64_t p = lo + j;
-      return p < start ? ring + (p % W) * hd : chunk_kv + (p - start) * hd;
+      return p < start ? ring + (p % W) * row_bytes : chunk_rows + (p - start) * row_bytes;
     }
     const int64_t e = selected ? selected[j - n_window] : j - n_window;
-    return e < 0 ? nullptr : entries + e * hd;
+    return e < 0 ? nullptr : entries + e * row_bytes;
   }
 };
 
@@ -76,11 +80,12 @@ int max_splits(int n, int H) {
 struct AttendArgs {
   const float* q;  // [n, H*hd]
   int H, hd;
-  const float* ring;
+  KvRowLayout layout;  // of every key (ring, chunk rows, entries)
+  const uint8_t* ring;
   int W;
-  const float* chunk_kv;
+  const uint8_t* chunk_rows;
   const int64_t* start_at;  // the first token's position, in device memory
-  const float* entries;
+  const uint8_t* entries;
   int ratio;
   const int32_t* selected;
   int k_sel;
@@ -96,13 +101,24 @@ __device__ float4 axpby(float4 x, float a, float4 y, float b) {
   return make_float4(x.x * a + y.x * b, x.y * a + y.y * b, x.z * a + y.z * b, x.w * a + y.w * b);
 }
 
-// A row's float4s of this lane (zeros past hd4, or for a missing row).
+// A query row's float4s of this lane (zeros past hd4).
 __device__ void load_row(const float* row, int hd4, float4 (&v)[kPerLane]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int c = lane + 32 * i;
-    v[i] = row && c < hd4 ? reinterpret_cast<const float4*>(row)[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+    v[i] = c < hd4 ? reinterpret_cast<const float4*>(row)[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// A stored key row's float4s of this lane, dequantised (zeros past hd4, or for a missing row).
+template <KvFormat F>
+__device__ void load_key(const uint8_t* row, const KvRowLayout& layout, float4 (&v)[kPerLane]) {
+  const int lane = threadIdx.x % 32, hd4 = layout.dim / 4;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int c = lane + 32 * i;
+    v[i] = row && c < hd4 ? load_kv4<F>(row, c, layout) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
 
@@ -142,7 +158,7 @@ struct WarpStates {  // the block's warps' states for head g, in shared memory
   __device__ float4 acc(int w, int c) const { return acc_[w][g][c]; }
 };
 
-template <int G>
+template <KvFormat F, int G>
 __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
   follow_previous_kernel();
   __shared__ float s_m[kWarps][G], s_l[kWarps][G];
@@ -153,7 +169,8 @@ __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
   const int h0 = blockIdx.x / a.splits % groups * G;
   const int warp = threadIdx.x / 32, hd4 = a.hd / 4;
   const int64_t start = *a.start_at, pos = start + t;
-  KeyList keys{a.ring, a.W, a.chunk_kv, start, pos - a.W + 1 > 0 ? pos - a.W + 1 : 0, 0, a.entries, nullptr, a.hd};
+  KeyList keys{a.ring,    a.W,     a.chunk_rows, start, pos - a.W + 1 > 0 ? pos - a.W + 1 : 0,
+               0,         a.entries, nullptr,     a.layout.row_bytes};
   keys.n_window = static_cast<int>(pos - keys.lo + 1);
   int n_comp = 0;
   if (a.ratio > 0) {
@@ -173,16 +190,16 @@ __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
     for (int i = 0; i < kPerLane; ++i) acc[g][i] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   // Software pipeline: the next key's row is in flight while this one is used.
-  const float* next = k0 + warp < k1 ? keys[k0 + warp] : nullptr;
+  const uint8_t* next = k0 + warp < k1 ? keys[k0 + warp] : nullptr;
   float4 kn[kPerLane];
-  load_row(next, hd4, kn);
+  load_key<F>(next, a.layout, kn);
   for (int j = k0 + warp; j < k1; j += kWarps) {
     const bool present = next != nullptr;
     float4 kv[kPerLane];
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) kv[i] = kn[i];
     next = j + kWarps < k1 ? keys[j + kWarps] : nullptr;
-    load_row(next, hd4, kn);
+    load_key<F>(next, a.layout, kn);
     if (!present) continue;  // a selection slot left empty
     float d[G];
 #pragma unroll
@@ -261,17 +278,34 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(AttendArgs a) {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// A layout the kernels can read: what engine::kv_row_layout makes, within the widest head.
+bool servable(const KvRowLayout& l) {
+  return l.dim >= 4 && l.dim <= kMaxHeadDim && l.dim % 4 == 0 && l.rope_dims % 4 == 0 && l.row_bytes > 0 &&
+         l.row_bytes % 8 == 0 && l.nope == l.dim - l.rope_dims;
+}
+
+cudaError_t store_rows(uint8_t* records, int W, const KvRowLayout& l, const float* rows, int first, int count,
+                       const int64_t* start, cudaStream_t stream) {
+  return with_kv_format(l.format, [&](auto format) {
+    return launch_dependent(store_rows_kernel<decltype(format)::value>, dim3(count), dim3(128), 0, stream, records, W,
+                            l, rows, first, start);
+  });
+}
+
 }  // namespace
 
-cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int n, const int64_t* start,
-                         cudaStream_t stream) {
-  if (!ring || !chunk_kv || !start || W < 1 || hd < 1 || n < 0) return cudaErrorInvalidValue;
+cudaError_t kv_encode(const float* rows, int n, const KvRowLayout& layout, uint8_t* records, cudaStream_t stream) {
+  if (!rows || !records || n < 0 || !servable(layout)) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  return store_rows(records, 0, layout, rows, 0, n, nullptr, stream);
+}
+
+cudaError_t window_store(uint8_t* ring, int W, const KvRowLayout& layout, const float* chunk_kv, int n,
+                         const int64_t* start, cudaStream_t stream) {
+  if (!ring || !chunk_kv || !start || W < 1 || n < 0 || !servable(layout)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const int kept = n < W ? n : W;
-  if (const cudaError_t e = launch_dependent(window_store_kernel, dim3(kept), dim3(128), 0, stream, ring, W, hd,
-                                             chunk_kv, n - kept, start))
-    return e;
-  return cudaGetLastError();
+  return store_rows(ring, W, layout, chunk_kv, n - kept, kept, start, stream);
 }
 
 int64_t attend_scratch_floats(int n, int H, int hd) {
@@ -280,15 +314,16 @@ int64_t attend_scratch_floats(int n, int H, int hd) {
   return s > 1 ? int64_t{n} * H * s * (hd + 2) : 0;
 }
 
-cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int W, const float* chunk_kv,
-                   const int64_t* start, const float* entries, int compress_ratio, const int32_t* selected, int k_sel,
-                   const float* sinks, float scale, float* out, float* scratch, cudaStream_t stream) {
-  if (!q || !ring || !chunk_kv || !start || !sinks || !out || n < 0 || H < 1 || W < 1 || compress_ratio < 0)
+cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
+                   const uint8_t* chunk_rows, const int64_t* start, const uint8_t* entries, int compress_ratio,
+                   const int32_t* selected, int k_sel, const float* sinks, float scale, float* out, float* scratch,
+                   cudaStream_t stream) {
+  if (!q || !ring || !chunk_rows || !start || !sinks || !out || n < 0 || H < 1 || W < 1 || compress_ratio < 0)
     return cudaErrorInvalidValue;
-  // Whole float4s per head row, at most kMaxHeadDim.
-  if (hd < 4 || hd > kMaxHeadDim || hd % 4 != 0 || !aligned16(q) || !aligned16(out) || !aligned16(ring) ||
-      !aligned16(chunk_kv))
+  // Whole float4s per head row, at most kMaxHeadDim; rows 16-byte aligned at their start.
+  if (!servable(layout) || !aligned16(q) || !aligned16(out) || !aligned16(ring) || !aligned16(chunk_rows))
     return cudaErrorInvalidValue;
+  const int hd = layout.dim;
   if (compress_ratio > 0 && (!entries || !aligned16(entries) || (selected && k_sel < 0))) return cudaErrorInvalidValue;
   if (static_cast<int64_t>(n) * H * kMaxSplits > INT32_MAX) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
@@ -298,13 +333,17 @@ cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int 
   const int splits = max_splits(n, H);
   if (splits > 1 && (!scratch || !aligned16(scratch))) return cudaErrorInvalidValue;
   const int64_t parts = int64_t{n} * H * splits;
-  const AttendArgs a{q, H, hd, ring, W, chunk_kv, start, entries, compress_ratio, selected, k_sel, sinks, scale, out,
-                     splits, scratch, splits > 1 ? scratch + parts * hd : nullptr};
+  const AttendArgs a{q,     H,        hd,    layout, ring,   W,      chunk_rows, start,
+                     entries, compress_ratio, selected, k_sel, sinks, scale, out,        splits,
+                     scratch, splits > 1 ? scratch + parts * hd : nullptr};
   const int G = heads_per_warp(H);
   const dim3 grid(static_cast<unsigned>(parts / G));
-  const cudaError_t e = G == 4   ? launch_dependent(attend_kernel<4>, grid, dim3(kWarps * 32), 0, stream, a)
-                        : G == 2 ? launch_dependent(attend_kernel<2>, grid, dim3(kWarps * 32), 0, stream, a)
-                                 : launch_dependent(attend_kernel<1>, grid, dim3(kWarps * 32), 0, stream, a);
+  const cudaError_t e = with_kv_format(layout.format, [&](auto format) {
+    constexpr KvFormat F = decltype(format)::value;
+    return G == 4   ? launch_dependent(attend_kernel<F, 4>, grid, dim3(kWarps * 32), 0, stream, a)
+           : G == 2 ? launch_dependent(attend_kernel<F, 2>, grid, dim3(kWarps * 32), 0, stream, a)
+                    : launch_dependent(attend_kernel<F, 1>, grid, dim3(kWarps * 32), 0, stream, a);
+  });
   if (e || splits == 1) return e;
   return launch_dependent(merge_kernel, dim3(static_cast<unsigned>(int64_t{n} * H)), dim3(kMergeThreads), 0, stream, a);
 }

@@ -3,8 +3,9 @@
 // Two kernels, in this order on the one stream, because the state is updated in place:
 //   emit:  one block per window the chunk closes, one thread per channel (strided). A channel's
 //          slots are pooled with an online softmax over their gates; the block then RMS-normalises
-//          the entry and applies RoPE. Tokens before the chunk come from the old pending rows and
-//          the old overlap, which this kernel only reads.
+//          the entry, applies RoPE and stores it in the entries' row format (kv_rows.cuh). Tokens
+//          before the chunk come from the old pending rows and the old overlap, which this kernel
+//          only reads.
 //   carry: the state for the next call. Each thread owns one element (row j, column) of pending:
 //          it first builds the new overlap from it (the last closed window's Ca half, which may
 //          still sit in the old pending row j when that window began before the chunk), then
@@ -13,8 +14,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "frank/cuda/ops.cuh"
+#include "frank/cuda/kv_rows.cuh"
 #include "frank/cuda/launch.cuh"
+#include "frank/cuda/ops.cuh"
 #include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
@@ -72,8 +74,10 @@ __device__ void pool(float x, float g, float& m, float& s, float& a) {
   }
 }
 
+template <KvFormat F>
 __global__ void __launch_bounds__(kThreads)
-    emit_kernel(Chunk chunk, const float* norm_weight, float eps, const float* inv_freq, int pairs) {
+    emit_kernel(Chunk chunk, KvRowLayout entry, const float* norm_weight, float eps, const float* inv_freq,
+                int pairs) {
   follow_previous_kernel();
   __shared__ float v[kMaxDim];
   __shared__ float partial[kThreads / 32];
@@ -110,21 +114,18 @@ __global__ void __launch_bounds__(kThreads)
     if (norm_weight) v[c] *= norm_weight[c];
   }
   __syncthreads();
-  // RoPE at position w * ratio on the trailing 2*pairs channels, interleaved pairs.
+  // RoPE at position w * ratio on the trailing 2*pairs channels, interleaved pairs: a thread per pair.
   const int rope_first = k.dim - 2 * pairs;
   const float position = static_cast<float>(w * k.ratio);
-  float* entry = k.b.entries + w * k.dim;
-  for (int c = threadIdx.x; c < k.dim; c += blockDim.x) {
-    if (c < rope_first) {
-      entry[c] = v[c];
-      continue;
-    }
-    const int i = (c - rope_first) / 2;
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
     const float angle = inv_freq[i] * position;
     const float cs = cosf(angle), sn = sinf(angle);
     const float re = v[rope_first + 2 * i], im = v[rope_first + 2 * i + 1];
-    entry[c] = (c - rope_first) % 2 == 0 ? re * cs - im * sn : im * cs + re * sn;
+    v[rope_first + 2 * i] = re * cs - im * sn;
+    v[rope_first + 2 * i + 1] = im * cs + re * sn;
   }
+  __syncthreads();
+  store_kv_row<F>(v, k.b.entries + w * entry.row_bytes, entry);
 }
 
 __global__ void carry_kernel(Chunk chunk) {
@@ -152,9 +153,12 @@ __global__ void carry_kernel(Chunk chunk) {
 
 cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const float* gate, int n,
                            const int64_t* start, int ratio, int dim, bool overlapping, const float* position_bias,
-                           const float* norm_weight, float eps, const float* inv_freq, int pairs, cudaStream_t stream) {
+                           const float* norm_weight, float eps, const float* inv_freq, int pairs,
+                           const KvRowLayout& entry, cudaStream_t stream) {
   if (!b.pending_kv || !b.pending_gate || !b.entries || !position_bias || !start || n < 0 || ratio < 1 ||
       dim < 1 || dim > kMaxDim || pairs < 0 || 2 * pairs > dim || (pairs > 0 && !inv_freq))
+    return cudaErrorInvalidValue;
+  if (entry.dim != dim || entry.rope_dims != 2 * pairs || entry.nope != dim - 2 * pairs || entry.row_bytes < 1)
     return cudaErrorInvalidValue;
   if ((overlapping && (!b.overlap_kv || !b.overlap_gate)) || (n > 0 && (!kv || !gate))) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
@@ -163,8 +167,10 @@ cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const fl
   // n tokens close at most ceil(n / ratio) windows, wherever they start; blocks past the windows
   // this chunk closes return at once.
   const int64_t most_closed = (static_cast<int64_t>(n) + ratio - 1) / ratio;
-  if (const cudaError_t e = launch_dependent(emit_kernel, dim3(static_cast<unsigned>(most_closed)), dim3(kThreads), 0,
-                                             stream, k, norm_weight, eps, inv_freq, pairs))
+  if (const cudaError_t e = with_kv_format(entry.format, [&](auto format) {
+        return launch_dependent(emit_kernel<decltype(format)::value>, dim3(static_cast<unsigned>(most_closed)),
+                                dim3(kThreads), 0, stream, k, entry, norm_weight, eps, inv_freq, pairs);
+      }))
     return e;
   if (const cudaError_t e = cudaGetLastError()) return e;
   const int64_t elements = static_cast<int64_t>(ratio) * width;

@@ -44,25 +44,35 @@ CudaModel::~CudaModel() {
   cudaStreamDestroy(stream_);
 }
 
-DeviceSession CudaModel::new_session() {
+DeviceSession CudaModel::new_session(KvFormat kv) {
   const model::ModelConfig& c = model_.config();
   DeviceSession s;
   s.position_at = DeviceArray<int64_t>({1}, stream_);
   s.layers.resize(static_cast<size_t>(c.num_layers));
   for (auto& layer : s.layers) {
-    layer.window = DeviceArray<float>({c.sliding_window, c.head_dim}, stream_);
+    layer.kv = kv_layout(c, kv);
+    layer.compressor.entry_format = kv;
+    layer.window = DeviceArray<uint8_t>({c.sliding_window, layer.kv.row_bytes}, stream_);
     layer.window.fill_bytes(0);
   }
   return s;
 }
 
-DeviceSession CudaModel::synthetic_session(int64_t position, int64_t room, uint64_t seed) {
-  DeviceSession s = new_session();
+DeviceSession CudaModel::synthetic_session(int64_t position, int64_t room, uint64_t seed, KvFormat kv) {
+  DeviceSession s = new_session(kv);
   s.position = position;
   auto random = [&](std::vector<int64_t> shape) {
     DeviceArray<float> a(std::move(shape), stream_);
     check(fill_uniform(a.data(), WeightType::F32, a.numel(), 1.0f, seed++, stream_), "fill_uniform");
     return a;
+  };
+  // Random fp32 rows [rows, dim] stored as records of `format`.
+  auto random_records = [&](int64_t rows, int dim, KvFormat format) {
+    const KvRowLayout l = engine::kv_row_layout(format, dim, model_.config().rope_dim);
+    const DeviceArray<float> values = random({rows, dim});
+    DeviceArray<uint8_t> records({rows, l.row_bytes}, stream_);
+    check(kv_encode(values.data(), static_cast<int>(rows), l, records.data(), stream_), "kv_encode");
+    return records;
   };
   auto fill = [&](DeviceCompressor& d, const engine::Compressor& c) {
     d.pending_kv = random({c.ratio(), c.projection_width()});
@@ -71,11 +81,11 @@ DeviceSession CudaModel::synthetic_session(int64_t position, int64_t room, uint6
       d.overlap_kv = random({c.ratio(), c.dim()});
       d.overlap_gate = random({c.ratio(), c.dim()});
     }
-    d.entries = random({(position + room) / c.ratio() + 1, c.dim()});
+    d.entries = random_records((position + room) / c.ratio() + 1, c.dim(), d.entry_format);
   };
   for (size_t l = 0; l < s.layers.size(); ++l) {
     const engine::Attention& a = model_.attention()[l];
-    s.layers[l].window = random({model_.config().sliding_window, model_.config().head_dim});
+    s.layers[l].window = random_records(model_.config().sliding_window, model_.config().head_dim, kv);
     if (a.compressor()) fill(s.layers[l].compressor, *a.compressor());
     if (a.index_compressor()) fill(s.layers[l].indexer, *a.index_compressor());
   }

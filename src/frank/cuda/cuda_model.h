@@ -70,11 +70,14 @@ class CudaModel {
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;
 
-  DeviceSession new_session();
+  // A session that stores its K=V rows (window rings, attention entries) as `kv` records (ops.cuh).
+  DeviceSession new_session(KvFormat kv = KvFormat::F32);
   // A session whose state is random, as if `position` tokens had been consumed (window rings,
   // compressor buffers, compressed entries and index keys of the right sizes), with room for
   // `room` more tokens' entries: what a benchmark at context `position` needs without a prefill.
-  DeviceSession synthetic_session(int64_t position, int64_t room, uint64_t seed);
+  // The K=V rows are random fp32 rows stored as `kv` records: sessions of the same seed in two
+  // formats hold the same rows, differently rounded.
+  DeviceSession synthetic_session(int64_t position, int64_t room, uint64_t seed, KvFormat kv = KvFormat::F32);
   // As engine::Model::forward: logits on the host, [ids.size(), vocab] or [1, vocab] for Logits::Last.
   Tensor forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits);
   // The greedy token after `ids`, chosen on the GPU (argmax_rows): only the token is downloaded.
@@ -109,7 +112,7 @@ class CudaModel {
 
 class CudaRunner : public engine::SessionRunner {
  public:
-  explicit CudaRunner(CudaModel& model) : model_(model), session_(model.new_session()) {}
+  explicit CudaRunner(CudaModel& model, KvFormat kv = KvFormat::F32) : model_(model), session_(model.new_session(kv)) {}
   Tensor forward(std::span<const int32_t> ids, engine::Model::Logits logits) override {
     return model_.forward(session_, ids, logits);
   }

@@ -13,15 +13,23 @@ namespace {
 
 // Grows a device array to at least `rows` rows of `cols`, keeping its contents (doubling, so a
 // session's entries are copied O(log n) times).
-void reserve_rows(DeviceArray<float>& a, int64_t rows, int64_t cols, cudaStream_t stream) {
+void reserve_rows(DeviceArray<uint8_t>& a, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (a.rows() >= rows && !a.empty()) return;
-  DeviceArray<float> bigger({std::max<int64_t>({rows, 2 * a.rows(), 1}), cols}, stream);
+  DeviceArray<uint8_t> bigger({std::max<int64_t>({rows, 2 * a.rows(), 1}), cols}, stream);
   if (!a.empty())
     check(cudaMemcpyAsync(bigger.data(), a.data(), a.bytes(), cudaMemcpyDeviceToDevice, stream), "grow entries");
   a = std::move(bigger);
 }
 
 }  // namespace
+
+KvRowLayout entry_layout(const DeviceCompressor& s, const engine::Compressor& comp) {
+  return engine::kv_row_layout(s.entry_format, comp.dim(), 2 * static_cast<int>(comp.rope().inv_freq().size()));
+}
+
+KvRowLayout kv_layout(const model::ModelConfig& c, KvFormat format) {
+  return engine::kv_row_layout(format, c.head_dim, c.rope_dim);
+}
 
 void CudaOps::count(double weight_bytes, double state_bytes) const {
   if (traffic_ == nullptr) return;
@@ -156,7 +164,7 @@ void CudaOps::prepare(DeviceCompressor& s, const engine::Compressor& comp) const
       s.overlap_gate = Array({ratio, dim}, stream_);
     }
   }
-  reserve_rows(s.entries, position_.end_bound / ratio, dim, stream_);
+  reserve_rows(s.entries, position_.end_bound / ratio, entry_layout(s, comp).row_bytes, stream_);
 }
 
 void CudaOps::prepare(LayerState& state, const engine::Attention& a) const {
@@ -172,14 +180,14 @@ void CudaOps::compress(DeviceCompressor& s, const engine::Compressor& comp, cons
     throw Error(fmt::format("CUDA compress: a chunk ending at {} past the step's bound {}", start + kv.rows(),
                             position_.end_bound));
   prepare(s, comp);
+  const KvRowLayout entry = entry_layout(s, comp);
   count(0, 2.0 * ratio * width * 4);  // the pending projections
   const CompressorBuffers b{s.pending_kv.data(), s.pending_gate.data(), s.overlap_kv.data(), s.overlap_gate.data(),
                             s.entries.data()};
   const auto& w = comp.weights();
   check(compress_chunk(b, kv.data(), gate.data(), static_cast<int>(kv.rows()), position_.device, ratio, dim,
-                       width == 2 * dim,
-                       w_.tensor(w.position_bias), w_.tensor(w.norm), comp.eps(), w_.inv_freq(comp.rope()),
-                       static_cast<int>(comp.rope().inv_freq().size()), stream_),
+                       width == 2 * dim, w_.tensor(w.position_bias), w_.tensor(w.norm), comp.eps(),
+                       w_.inv_freq(comp.rope()), entry.rope_dims / 2, entry, stream_),
         "compress");
 }
 
@@ -194,10 +202,11 @@ CudaOps::Selection CudaOps::index_select(const Array& q, const Array& w, const D
     return selected;
   }
   Array scores({n, cols}, stream_);
+  if (keys.entry_format != KvFormat::F32) throw Error("CUDA index_select: the indexer's keys must be fp32");
   count(0, static_cast<double>(cols * comp.dim()) * 4);  // every index key
   check(indexer_scores(q.data(), w.data(), static_cast<int>(n), static_cast<int>(w.cols()), comp.dim(),
-                       keys.entries.data(), position_.device, comp.ratio(), static_cast<int>(cols), scores.data(),
-                       stream_),
+                       reinterpret_cast<const float*>(keys.entries.data()), position_.device, comp.ratio(),
+                       static_cast<int>(cols), scores.data(), stream_),
         "index_select");
   check(topk(2, scores.data(), static_cast<int>(n), static_cast<int>(cols), k, selected.data(), stream_),
         "index_select (top-k)");
@@ -211,15 +220,24 @@ CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, const LayerState
   const int H = c.num_heads, hd = c.head_dim;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int ratio = a.compressor() ? a.compressor()->ratio() : 0;
+  const KvRowLayout& layout = state.kv;
   Array out({q.rows(), int64_t{H} * hd}, stream_);
   // Distinct rows read: the window's, and the entries (HCA: every visible one; CSA: the chosen ones).
   const int64_t n = q.rows(), entries = ratio > 0 ? (start + n) / ratio : 0;
   const int64_t entry_rows = selected != nullptr ? std::min(entries, n * selected->cols()) : entries;
-  count(0, static_cast<double>((std::min<int64_t>(start, c.sliding_window) + n + entry_rows) * hd) * 4);
+  count(0, static_cast<double>((std::min<int64_t>(start, c.sliding_window) + n + entry_rows) * layout.row_bytes));
+  // The chunk's own rows as they will be stored (fp32 records are the rows themselves).
+  DeviceArray<uint8_t> encoded;
+  const uint8_t* chunk_rows = reinterpret_cast<const uint8_t*>(kv.data());
+  if (layout.format != KvFormat::F32) {
+    encoded = DeviceArray<uint8_t>({n, layout.row_bytes}, stream_);
+    check(kv_encode(kv.data(), static_cast<int>(n), layout, encoded.data(), stream_), "attend (encode the chunk)");
+    chunk_rows = encoded.data();
+  }
   const int64_t scratch_floats = attend_scratch_floats(static_cast<int>(n), H, hd);
   Array scratch;
   if (scratch_floats > 0) scratch = Array({scratch_floats}, stream_);
-  check(cuda::attend(q.data(), static_cast<int>(q.rows()), H, hd, state.window.data(), c.sliding_window, kv.data(),
+  check(cuda::attend(q.data(), static_cast<int>(q.rows()), H, layout, state.window.data(), c.sliding_window, chunk_rows,
                      position_.device, ratio > 0 ? state.compressor.entries.data() : nullptr, ratio,
                      selected != nullptr ? selected->data() : nullptr,
                      selected != nullptr ? static_cast<int>(selected->cols()) : 0, w_.tensor(a.weights().sinks), scale,
@@ -230,8 +248,8 @@ CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, const LayerState
 
 void CudaOps::window_store(LayerState& state, const Array& kv, int64_t, int window) const {
   const ScopedOp timed(profile_, "window_store", stream_);
-  check(cuda::window_store(state.window.data(), window, static_cast<int>(kv.cols()), kv.data(),
-                           static_cast<int>(kv.rows()), position_.device, stream_),
+  check(cuda::window_store(state.window.data(), window, state.kv, kv.data(), static_cast<int>(kv.rows()),
+                           position_.device, stream_),
         "window_store");
 }
 

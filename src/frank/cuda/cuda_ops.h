@@ -18,13 +18,23 @@
 namespace frank::cuda {
 
 // A compressor's state on the device (CompressorBuffers' storage); its counters follow from the
-// session position. Entries grow by doubling, stream-ordered.
+// session position. Entries grow by doubling, stream-ordered, as records of `entry_format`
+// (ops.cuh): the session's K=V format for the attention compressor, fp32 for the indexer's keys.
 struct DeviceCompressor {
-  DeviceArray<float> pending_kv, pending_gate, overlap_kv, overlap_gate, entries;
+  DeviceArray<float> pending_kv, pending_gate, overlap_kv, overlap_gate;
+  DeviceArray<uint8_t> entries;  // [capacity, record bytes]
+  KvFormat entry_format = KvFormat::F32;
 };
 
+// The K=V row layout of a layer's window ring and attention entries in `format`.
+KvRowLayout kv_layout(const model::ModelConfig& c, KvFormat format);
+// The records a compressor's entries are kept as: the session's K=V format for attention entries,
+// fp32 for the indexer's keys (DeviceCompressor::entry_format).
+KvRowLayout entry_layout(const DeviceCompressor& s, const engine::Compressor& comp);
+
 struct DeviceLayerState {
-  DeviceArray<float> window;  // [sliding_window, head_dim] ring: position p in row p % window
+  KvRowLayout kv;                // the records of the window ring and compressor.entries (kv_layout)
+  DeviceArray<uint8_t> window;   // [sliding_window, kv.row_bytes] ring: position p in row p % window
   DeviceCompressor compressor, indexer;
   DeviceArray<int32_t> last_experts;  // [tokens, experts_per_token]: the routed experts of the last call
 };

@@ -16,9 +16,13 @@
 
 #include <cuda_runtime.h>
 
+#include "frank/engine/kv_record.h"
+
 namespace frank::cuda {
 
 enum class WeightType { F32, BF16 };
+using engine::KvFormat;
+using engine::KvRowLayout;
 
 // ---- dense ops (dense_ops.cu) ---------------------------------------------------------------
 
@@ -89,26 +93,49 @@ cudaError_t hc_head(const float* streams, int n, int N, int D, const float* fn, 
 
 // ---- attention state and attention (attention.cu, compressor.cu) ------------------------------
 
-// The sliding window ring [W, hd]: position p lives in row p % W. Stores the chunk's K=V rows
-// (chunk_kv [n, hd], positions *start ..) that the ring keeps: the last min(n, W) of them.
-cudaError_t window_store(float* ring, int W, int hd, const float* chunk_kv, int n, const int64_t* start,
-                         cudaStream_t stream);
+// K=V rows (window ring rows, compressed attention entries, a chunk's own rows) are stored as
+// records of a KvRowLayout (engine::kv_row_layout(format, dim, rope_dims); the RoPE dims are the
+// row's LAST rope_dims values, as `rope` above rotates them), little-endian:
+//   fp32  dim float32 (4*dim B)
+//   bf16  dim bfloat16, round to nearest even (2*dim B: 1024 for 512)
+//   fp8   DeepSeek-V4's record (dsv4-model.md section 9, FlashMLA's MODEL1 layout), nope = dim - rope_dims:
+//           bytes [0, nope)                    e4m3fn(x_i * 2^-e_b), b = i / 64: round to nearest even,
+//                                              saturating to +-448 (__NV_SATFINITE)
+//           [nope, nope + 2*rope_dims)         the RoPE dims as bfloat16 (round to nearest even)
+//           then ceil(nope / 64) bytes         ue8m0 scale of block b: e_b + 127
+//           then zero bytes to a multiple of 8 (512 dims, 64 RoPE: 448 + 128 + 7 + 1 = 584 B)
+//         e_b = ceil(log2(max(amax_b, 1e-4) / 448)), the quotient rounded to fp32 (DeepSeek's ue8m0
+//         act_quant scale); a short last block when nope % 64 != 0 (the tiny test models).
+// Every op writes records with the one encoder (kv_rows.cuh) that engine::encode_kv_row is the
+// reference of, bit for bit, and reads them dequantised to fp32; the sums stay fp32. The indexer's
+// keys are not K=V rows: they stay fp32.
+
+// records[t] = the record of rows[t] ([n, layout.dim] fp32) for t < n.
+cudaError_t kv_encode(const float* rows, int n, const KvRowLayout& layout, uint8_t* records, cudaStream_t stream);
+
+// The sliding window ring [W records]: position p lives in record p % W. Stores the chunk's K=V rows
+// (chunk_kv [n, layout.dim] fp32, positions *start ..) that the ring keeps: the last min(n, W) of
+// them, encoded as kv_encode does.
+cudaError_t window_store(uint8_t* ring, int W, const KvRowLayout& layout, const float* chunk_kv, int n,
+                         const int64_t* start, cudaStream_t stream);
 
 // Attention with a sink for each token t (position pos = *start + t) and head h, over keys that are
-// also the values (K=V):
+// also the values (K=V), every key a record of `layout` (hd = layout.dim):
 //   - window: positions max(0, pos-W+1) .. pos; a position p < start is read from ring[p % W]
-//     (stored by earlier calls), p >= start from chunk_kv[p - start] (the ring is not yet updated);
-//   - compressed entries (entries [*, hd]), when compress_ratio > 0: if `selected` is null (HCA),
+//     (stored by earlier calls), p >= start from chunk_rows[p - start] (the chunk's rows as
+//     kv_encode stores them, so a token sees its chunk's rows exactly as later tokens will);
+//   - compressed entries (entries, records), when compress_ratio > 0: if `selected` is null (HCA),
 //     every entry e < (pos + 1) / compress_ratio; else the entries selected[t*k_sel + j] that are
 //     >= 0 (CSA: the indexer's choice).
 //   logits l_j = (q[t][h] · key_j) * scale; mx = max(sink[h], max_j l_j);
 //   out[t][h] = sum_j exp(l_j - mx) / (exp(sink[h] - mx) + sum_i exp(l_i - mx)) * key_j
-// q and out are [n, H*hd]. engine::attend_with_sink (the key order does not matter). `scratch`
-// holds attend_scratch_floats(n, H, hd) floats, 16-byte aligned (may be null when that is 0): a
-// token's keys may be split over several blocks whose partial softmax states meet there.
-cudaError_t attend(const float* q, int n, int H, int hd, const float* ring, int W, const float* chunk_kv,
-                   const int64_t* start, const float* entries, int compress_ratio, const int32_t* selected, int k_sel,
-                   const float* sinks, float scale, float* out, float* scratch, cudaStream_t stream);
+// q and out are [n, H*hd]. engine::attend_with_sink over the decoded keys (the key order does not
+// matter). `scratch` holds attend_scratch_floats(n, H, hd) floats, 16-byte aligned (may be null when
+// that is 0): a token's keys may be split over several blocks whose partial softmax states meet there.
+cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
+                   const uint8_t* chunk_rows, const int64_t* start, const uint8_t* entries, int compress_ratio,
+                   const int32_t* selected, int k_sel, const float* sinks, float scale, float* out, float* scratch,
+                   cudaStream_t stream);
 int64_t attend_scratch_floats(int n, int H, int hd);
 
 // A compressor's state on the device mirrors engine::CompressorState; what the host keeps there
@@ -119,7 +146,7 @@ struct CompressorBuffers {
   float* pending_gate;  // [ratio, width]
   float* overlap_kv;    // [ratio, dim], overlapping only: Ca half of the last closed window
   float* overlap_gate;  // [ratio, dim], overlapping only: its gates plus position_bias
-  float* entries;       // [capacity, dim]: entry w at row w
+  uint8_t* entries;     // [capacity] records of the entry layout: entry w at record w
 };
 
 // Pushes a chunk of n tokens (positions *start ..) through a compressor: kv, gate are the tokens'
@@ -130,18 +157,21 @@ struct CompressorBuffers {
 //   projection (offset 0 otherwise) of pending (position < start) or the chunk, gate + position_bias[j];
 //   Ca token j of window w-1: overlap (position < start; already biased) or the chunk's Ca half + bias[j];
 //   per channel c: softmax of the slot gates, sum of kv times those weights; then RMSNorm over dim with
-//   norm_weight and eps; then RoPE (inv_freq, pairs) at position w * ratio.
+//   norm_weight and eps; then RoPE (inv_freq, pairs) at position w * ratio; stored as a record of
+//   `entry` (dim values, 2*pairs RoPE dims), encoded as kv_encode does.
 // Then it leaves pending holding the chunk's tokens of the still-open window and, if a window closed,
 // overlap holding that last closed window's Ca half (kv, and gate + bias). engine::Compressor::push.
 cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const float* gate, int n,
                            const int64_t* start, int ratio, int dim, bool overlapping, const float* position_bias,
-                           const float* norm_weight, float eps, const float* inv_freq, int pairs, cudaStream_t stream);
+                           const float* norm_weight, float eps, const float* inv_freq, int pairs,
+                           const KvRowLayout& entry, cudaStream_t stream);
 
 // Indexer scores for each token t (position *start + t) over the entries visible to it
 // (e < (*start + t + 1) / ratio), as engine::indexer_scores:
 //   s = sum_h max(q[t][h] · keys[e], 0) * (1/sqrt(d)) * w[t][h];  other columns -inf.
-// q [n, H*d], w [n, H] (already scaled by 1/sqrt(H)), keys [cols, d] (rows past the visible ones
-// may hold anything), scores [n, cols]. `cols` may exceed what any token sees (a graph's bound).
+// q [n, H*d], w [n, H] (already scaled by 1/sqrt(H)), keys [cols, d] fp32 (the indexer
+// compressor's entries, stored as fp32 records; rows past the visible ones may hold anything),
+// scores [n, cols]. `cols` may exceed what any token sees (a graph's bound).
 cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, const float* keys,
                            const int64_t* start, int ratio, int cols, float* scores, cudaStream_t stream);
 

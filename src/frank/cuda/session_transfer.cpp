@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <span>
+#include <vector>
+
 #include "frank/core/error.h"
+#include "frank/engine/kv_record.h"
 
 namespace frank::cuda {
 namespace {
@@ -21,6 +25,28 @@ CompressorShape shape_at(const engine::Compressor& c, int64_t position) {
 
 void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   if (bytes > 0) check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "session transfer");
+}
+
+// The first rows.size() / layout.dim records at `records` as fp32 rows (decoded: exact). Waits.
+void download_rows(const uint8_t* records, const KvRowLayout& layout, std::span<float> rows, cudaStream_t stream) {
+  const size_t n = rows.size() / static_cast<size_t>(layout.dim), bytes = static_cast<size_t>(layout.row_bytes);
+  std::vector<uint8_t> host(n * bytes);
+  copy(host.data(), records, host.size(), cudaMemcpyDeviceToHost, stream);
+  check(cudaStreamSynchronize(stream), "session download");
+  for (size_t r = 0; r < n; ++r)
+    engine::decode_kv_row(layout, std::span<const uint8_t>(host).subspan(r * bytes, bytes),
+                          rows.subspan(r * layout.dim, static_cast<size_t>(layout.dim)));
+}
+
+// fp32 rows stored as records at `records` (encoded as the kernels encode). Waits.
+void upload_rows(std::span<const float> rows, const KvRowLayout& layout, uint8_t* records, cudaStream_t stream) {
+  const size_t n = rows.size() / static_cast<size_t>(layout.dim), bytes = static_cast<size_t>(layout.row_bytes);
+  std::vector<uint8_t> host(n * bytes);
+  for (size_t r = 0; r < n; ++r)
+    engine::encode_kv_row(layout, rows.subspan(r * layout.dim, static_cast<size_t>(layout.dim)),
+                          std::span<uint8_t>(host).subspan(r * bytes, bytes));
+  copy(records, host.data(), host.size(), cudaMemcpyHostToDevice, stream);
+  check(cudaStreamSynchronize(stream), "session upload");
 }
 
 void download(const DeviceCompressor& d, const engine::Compressor& c, int64_t position, engine::CompressorState& h,
@@ -42,7 +68,7 @@ void download(const DeviceCompressor& d, const engine::Compressor& c, int64_t po
   }
   h.n_entries = s.entries;
   h.entries.resize(static_cast<size_t>(s.entries * s.dim));
-  copy(h.entries.data(), d.entries.data(), h.entries.size() * sizeof(float), cudaMemcpyDeviceToHost, stream);
+  download_rows(d.entries.data(), entry_layout(d, c), h.entries, stream);
 }
 
 void check_fits(const engine::CompressorState& h, const engine::Compressor& c, int64_t position, const char* which,
@@ -58,7 +84,7 @@ void check_fits(const engine::CompressorState& h, const engine::Compressor& c, i
                             which, position));
 }
 
-void upload(const engine::CompressorState& h, DeviceCompressor& d, cudaStream_t stream) {
+void upload(const engine::CompressorState& h, const engine::Compressor& c, DeviceCompressor& d, cudaStream_t stream) {
   copy(d.pending_kv.data(), h.pending_kv.data(), h.pending_kv.size() * sizeof(float), cudaMemcpyHostToDevice, stream);
   copy(d.pending_gate.data(), h.pending_gate.data(), h.pending_gate.size() * sizeof(float), cudaMemcpyHostToDevice,
        stream);
@@ -67,12 +93,13 @@ void upload(const engine::CompressorState& h, DeviceCompressor& d, cudaStream_t 
     copy(d.overlap_gate.data(), h.overlap_gate.data(), h.overlap_gate.size() * sizeof(float), cudaMemcpyHostToDevice,
          stream);
   }
-  copy(d.entries.data(), h.entries.data(), h.entries.size() * sizeof(float), cudaMemcpyHostToDevice, stream);
+  upload_rows(h.entries, entry_layout(d, c), d.entries.data(), stream);
 }
 
 }  // namespace
 
 engine::Session download_session(CudaModel& model, const DeviceSession& session) {
+  check(cudaStreamSynchronize(model.stream()), "session download");  // the state is final
   const engine::Model& m = model.model();
   engine::Session host(m.config());
   host.position = session.position;
@@ -80,7 +107,7 @@ engine::Session download_session(CudaModel& model, const DeviceSession& session)
     const DeviceLayerState& d = session.layers[l];
     engine::LayerState& h = host.layers[l];
     const engine::Attention& a = m.attention()[l];
-    copy(h.window.data(), d.window.data(), h.window.size() * sizeof(float), cudaMemcpyDeviceToHost, model.stream());
+    download_rows(d.window.data(), d.kv, h.window, model.stream());
     // A compressor that has seen no token yet may have no buffers on the device: nothing to copy.
     if (a.compressor() && !d.compressor.pending_kv.empty())
       download(d.compressor, *a.compressor(), session.position, h.compressor, model.stream());
@@ -91,7 +118,7 @@ engine::Session download_session(CudaModel& model, const DeviceSession& session)
   return host;
 }
 
-DeviceSession upload_session(CudaModel& model, const engine::Session& session) {
+DeviceSession upload_session(CudaModel& model, const engine::Session& session, KvFormat kv) {
   const engine::Model& m = model.model();
   const model::ModelConfig& c = m.config();
   if (std::ssize(session.layers) != c.num_layers)
@@ -105,7 +132,7 @@ DeviceSession upload_session(CudaModel& model, const engine::Session& session) {
     if (a.index_compressor()) check_fits(h.indexer, *a.index_compressor(), session.position, "indexer", l);
   }
 
-  DeviceSession d = model.new_session();
+  DeviceSession d = model.new_session(kv);
   d.position = session.position;
   // Buffers and entries of the right sizes, as the next call would make them.
   const CudaOps ops(model.device_weights(), model.stream(), {d.position_at.data(), session.position});
@@ -113,9 +140,10 @@ DeviceSession upload_session(CudaModel& model, const engine::Session& session) {
     const engine::LayerState& h = session.layers[l];
     DeviceLayerState& dl = d.layers[l];
     ops.prepare(dl, m.attention()[l]);
-    copy(dl.window.data(), h.window.data(), h.window.size() * sizeof(float), cudaMemcpyHostToDevice, model.stream());
-    upload(h.compressor, dl.compressor, model.stream());
-    upload(h.indexer, dl.indexer, model.stream());
+    const engine::Attention& a = m.attention()[l];
+    upload_rows(h.window, dl.kv, dl.window.data(), model.stream());
+    if (a.compressor()) upload(h.compressor, *a.compressor(), dl.compressor, model.stream());
+    if (a.index_compressor()) upload(h.indexer, *a.index_compressor(), dl.indexer, model.stream());
   }
   check(cudaStreamSynchronize(model.stream()), "session upload");  // the host vectors may go away
   return d;
