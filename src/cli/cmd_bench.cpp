@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "frank/core/error.h"
+#include "frank/engine/kv_record.h"
 #ifdef FRANK_WITH_CUDA
 #include "frank/cuda/decode_bench.h"
 #include "frank/cuda/device_weights.h"
@@ -20,12 +21,14 @@ struct DecodeOptions {
   int tokens_per_step = 1;
   int steps = 100;
   std::string weights_dtype = "bf16";
+  std::string kv_dtype = "fp32";
   bool same_experts = false;
   bool per_op = false;
 };
 
 void run_decode(const DecodeOptions& o) {
   if (o.synthetic != "v4-flash") throw Error("--synthetic: only v4-flash is available");
+  const engine::KvFormat kv = engine::parse_kv_format(o.kv_dtype);
 #ifdef FRANK_WITH_CUDA
   cuda::DecodeBenchOptions b;
   b.layers = o.layers;
@@ -33,11 +36,12 @@ void run_decode(const DecodeOptions& o) {
   b.tokens_per_step = o.tokens_per_step;
   b.steps = o.steps;
   b.weights = cuda::parse_weight_type(o.weights_dtype);
+  b.kv = kv;
   b.same_experts = o.same_experts;
   b.per_op = o.per_op;
   cuda::run_decode_bench(b, std::cout);
 #else
-  (void)o;
+  (void)kv;
   throw Error("bench decode needs the CUDA backend: build with -DFRANK_CUDA=ON");
 #endif
 }
@@ -62,6 +66,10 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(1, 8));
   decode->add_option("--steps", o->steps, "timed graph replays")->capture_default_str()->check(CLI::Range(5, 100000));
   decode->add_option("--weights-dtype", o->weights_dtype, "bf16 or fp32")->capture_default_str();
+  decode->add_option("--kv-dtype", o->kv_dtype,
+                     "K=V rows of the session: fp32, bf16 or fp8 (584-B record); not fp32: also the KL of one step "
+                     "against fp32 rows")
+      ->capture_default_str();
   decode->add_flag("--same-experts", o->same_experts,
                    "every token of the step routes to the same experts (hash routing, one token id)");
   decode->add_flag("--per-op", o->per_op, "also time every op of eagerly issued steps (where the time goes)");

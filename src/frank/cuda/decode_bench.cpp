@@ -10,6 +10,7 @@
 #include "frank/cuda/cuda_model.h"
 #include "frank/cuda/op_profile.h"
 #include "frank/engine/decoder_layer.h"
+#include "frank/engine/logit_divergence.h"
 #include "frank/model/synthetic.h"
 
 namespace frank::cuda {
@@ -90,7 +91,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   CudaModel gpu(model, o.weights, o.seed);
   const cudaStream_t stream = gpu.stream();
   const int L = config.num_layers, T = o.tokens_per_step;
-  DeviceSession session = gpu.synthetic_session(o.ctx, T, o.seed + 1000);
+  DeviceSession session = gpu.synthetic_session(o.ctx, T, o.seed + 1000, o.kv);
   session.position_at.copy_from_host(&session.position);
   const StepPosition at{session.position_at.data(), o.ctx + T};  // every step is replayed at position ctx
 
@@ -99,11 +100,13 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   for (int t = 0; t < T; ++t) ids.push_back(o.same_experts ? 1000 : 1000 + 7919 * t);
   CudaOps plain(gpu.device_weights(), stream, at);
   const CudaOps::Ids device_ids = plain.upload_ids(ids);
-  // One step at position ctx; `at_layer(l)` runs before layer l and (l = L) before the head.
-  auto step = [&](CudaOps& ops, auto&& at_layer) {
-    return engine::model_forward(ops, config, model.weights(), model.attention(), session.layers, o.ctx, device_ids,
-                                 0, static_cast<CudaOps::Array*>(nullptr), at_layer);
+  // One step at position ctx on `s`; `at_layer(l)` runs before layer l and (l = L) before the head.
+  // A step rewrites the same state (position ctx) every time, so it can be replayed.
+  auto step_on = [&](DeviceSession& s, CudaOps& ops, auto&& at_layer) {
+    return engine::model_forward(ops, config, model.weights(), model.attention(), s.layers, o.ctx, device_ids, 0,
+                                 static_cast<CudaOps::Array*>(nullptr), at_layer);
   };
+  auto step = [&](CudaOps& ops, auto&& at_layer) { return step_on(session, ops, at_layer); };
 
   // Warm-up: the first step makes the weights in device memory.
   step(plain, [](int) {});
@@ -172,6 +175,8 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   cudaGetDeviceProperties(&prop, device);
   out << fmt::format("# decode step, synthetic DeepSeek-V4-Flash, {} layers, ctx {}, {} token(s) per step{}\n\n",
                      L, o.ctx, T, o.same_experts ? " (all tokens route alike)" : "");
+  out << fmt::format("K=V rows stored as {} ({} B per row)\n\n", engine::kv_format_name(o.kv),
+                     session.layers.front().kv.row_bytes);
   out << fmt::format("GPU: {}; weights {} ({:.1f} GB resident); read bandwidth measured now: {:.0f} GB/s "
                      "(4 GiB read, median of 20)\n\n",
                      prop.name, o.weights == WeightType::BF16 ? "bf16" : "fp32", gpu.weight_bytes() / 1e9,
@@ -198,6 +203,17 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
                      "read (activations not counted).\n",
                      o.steps);
   if (o.per_op) report_per_op(gpu, at, step, o.steps, s.median, out);
+  if (o.kv != KvFormat::F32) {
+    // The same random session with its rows unrounded: one eager step on each, logits compared
+    // (both at position ctx, which `at` holds).
+    DeviceSession reference = gpu.synthetic_session(o.ctx, T, o.seed + 1000, KvFormat::F32);
+    const Tensor want = plain.download(step_on(reference, plain, [](int) {}));
+    const Tensor got = plain.download(step_on(session, plain, [](int) {}));
+    const engine::LogitDivergence d = engine::logit_divergence(want, got);
+    out << fmt::format("\nKL(p with fp32 rows || p with {} rows) over the step's {} token(s): mean {:.3g}, max {:.3g} "
+                       "nats; greedy tokens agree at {} of {} (random weights: not a trained model's KL).\n",
+                       engine::kv_format_name(o.kv), d.positions, d.mean_kl, d.max_kl, d.greedy_agree, d.positions);
+  }
   for (auto& e : events) cudaEventDestroy(e);
   cudaEventDestroy(begin);
   cudaEventDestroy(end);

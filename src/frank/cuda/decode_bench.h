@@ -3,7 +3,9 @@
 // real dimensions, with random weights made in device memory (no checkpoint) and a random session
 // state at context `ctx` (no prefill). Per layer and per step it reports the median time and spread
 // over many CUDA-graph replays, the bytes of weights and state the step had to read, and the
-// achieved bandwidth as a fraction of the read bandwidth measured in the same run.
+// achieved bandwidth as a fraction of the read bandwidth measured in the same run. With K=V rows
+// stored in bf16 or fp8 it also reports the KL of the step's next-token distributions against the
+// same session stored in fp32 (the same random rows, unrounded).
 #include <cstdint>
 #include <ostream>
 
@@ -17,6 +19,7 @@ struct DecodeBenchOptions {
   int tokens_per_step = 1;      // 1 = decode; k+1 = a verify step of k drafts
   int steps = 100;              // timed graph replays
   WeightType weights = WeightType::BF16;
+  KvFormat kv = KvFormat::F32;  // how the session stores K=V rows; not fp32: also the KL of one step against fp32 rows
   bool same_experts = false;    // every layer hash-routed and every token the same id: all tokens pick the same experts
   uint64_t seed = 1;
   bool per_op = false;          // also time every op of eagerly issued steps (where the time goes)
