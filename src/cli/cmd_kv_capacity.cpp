@@ -41,8 +41,8 @@ int64_t parse_byte_size(const std::string& text) {
 std::string format_kv_capacity_line(const model::ModelConfig& c, engine::KvFormat format, int64_t context) {
   const int64_t row = engine::kv_row_layout(format, c.head_dim, c.rope_dim).row_bytes;
   const engine::KvCapacity k = engine::kv_capacity(c, row, int64_t{1} << 30);
-  return fmt::format("K=V state ({} rows, {} B each): {:.1f} B per token + {:.1f} MB fixed per sequence; a {}-token "
-                     "sequence holds {:.1f} MB",
+  return fmt::format("K=V state ({} rows, {} B each): {:.1f} B per token + {:.2f} MB fixed per sequence; a sequence "
+                     "of {} tokens holds {:.2f} MB",
                      engine::kv_format_name(format), row, k.bytes_per_token, k.fixed_bytes / 1e6, context,
                      (static_cast<double>(k.fixed_bytes) + k.bytes_per_token * static_cast<double>(context)) / 1e6);
 }
