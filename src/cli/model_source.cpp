@@ -28,6 +28,7 @@ void ModelSource::add_options(CLI::App& app) {
   app.add_option("--cuda-graphs", cuda_graphs,
                  "cuda: replay decode and verify steps (up to 8 tokens) as captured CUDA graphs (false: issue every "
                  "kernel eagerly)")
+      ->capture_default_str();
   app.add_option("--kv-dtype", kv_dtype,
                  "how the session stores attention K=V rows (window and compressed entries): fp32, bf16 or fp8 "
                  "(DeepSeek-V4's 584-byte record); other than fp32 needs --backend cuda")
