@@ -97,4 +97,32 @@ float f16_to_f32(std::uint16_t bits) noexcept {
   return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
+std::uint16_t f32_to_f16(float value) noexcept {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u)  // NaN: set the quiet bit, keep the top of the payload
+    return static_cast<std::uint16_t>(sign | 0x7E00u | ((magnitude >> 13) & 0x3FFu));
+  if (magnitude >= 0x477FF000u)  // >= 65520 = 65504 + half an ulp: rounds (ties to even) to inf
+    return static_cast<std::uint16_t>(sign | 0x7C00u);
+  if (magnitude >= 0x38800000u) {  // >= 2^-14: normal in fp16
+    // Rebias the exponent from 127 to 15; the 13 dropped mantissa bits round to nearest even, and a
+    // carry out of the mantissa correctly bumps the exponent.
+    const std::uint32_t rebiased = magnitude - (112u << 23);
+    const std::uint32_t rounded = rebiased + 0xFFFu + ((rebiased >> 13) & 1u);
+    return static_cast<std::uint16_t>(sign | (rounded >> 13));
+  }
+  // Subnormal in fp16: the result is value / 2^-24 rounded to an integer (1024 = the smallest normal,
+  // whose bit pattern follows on). value = significand * 2^(exponent - 150), so the integer is
+  // significand >> (126 - exponent); at 25 and more bits of shift the value is below 2^-25 and rounds to 0.
+  const std::uint32_t exponent = magnitude >> 23;
+  const std::uint32_t shift = 126u - exponent;
+  if (exponent == 0 || shift >= 25) return sign;
+  const std::uint32_t significand = (magnitude & 0x7FFFFFu) | 0x800000u;
+  const std::uint32_t quotient = significand >> shift, remainder = significand & ((1u << shift) - 1u);
+  const std::uint32_t half = 1u << (shift - 1u);
+  const bool up = remainder > half || (remainder == half && (quotient & 1u) != 0);
+  return static_cast<std::uint16_t>(sign | (quotient + (up ? 1u : 0u)));
+}
+
 }  // namespace frank

@@ -39,4 +39,8 @@ bool is_fp8_or_fp4(DType t) noexcept;
 float bf16_to_f32(std::uint16_t bits) noexcept;
 float f16_to_f32(std::uint16_t bits) noexcept;
 
+// fp32 -> fp16 bits, rounded to nearest with ties to even (IEEE's default, and CUDA's __float2half_rn):
+// subnormal results included, |x| >= 65520 becomes +-inf, NaN stays NaN (quiet, sign kept).
+std::uint16_t f32_to_f16(float value) noexcept;
+
 }  // namespace frank
