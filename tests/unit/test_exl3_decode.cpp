@@ -161,7 +161,13 @@ TEST(Exl3Trellis, MatchesExllamav3ReconstructBitForBit) {
       const std::string key = name + "." + name_of(cb);
       if (!golden->has(key)) continue;
       const auto q = decode(Exl3Trellis{words.data(), shape[0], shape[1], bits, cb});
-      EXPECT_EQ(q, golden->u16(key)) << key;
+      const auto want = golden->u16(key);
+      ASSERT_EQ(q.size(), want.size()) << key;
+      size_t differing = 0, first = q.size();
+      for (size_t i = 0; i < q.size(); ++i)
+        if (q[i] != want[i] && differing++ == 0) first = i;
+      const auto cols = static_cast<size_t>(16 * shape[1]);
+      EXPECT_EQ(differing, 0u) << key << ": the first difference at Q[" << first / cols << ", " << first % cols << "]";
       ++compared;
     }
   }

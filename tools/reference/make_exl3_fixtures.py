@@ -259,7 +259,8 @@ def make_linears(ext, rng, tables, perm, checks) -> dict[str, np.ndarray]:
 
 def write(out_dir: Path, filename: str, tensors: dict[str, np.ndarray], metadata: dict[str, str], files: dict):
     path = out_dir / filename
-    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata=metadata)
+    # np.array(order="C") rather than np.ascontiguousarray, which turns the 0-dim markers into [1]
+    save_file({k: np.array(v, order="C") for k, v in tensors.items()}, str(path), metadata=metadata)
     files[filename] = {"sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "bytes": path.stat().st_size,
                        "tensors": sorted(tensors), "source": metadata["source"]}
     print(f"wrote {path} ({path.stat().st_size} bytes)")
