@@ -4,12 +4,14 @@
 // distributions and how many greedy tokens agree. Asserts only what the design guarantees:
 //   - fp32 storage is today's path: it matches the CPU reference within the fp32 tolerance (1e-3,
 //     tests/cuda/test_cuda_forward.cpp says why);
-//   - for every format, full and incremental runs agree within that same tolerance: a chunk's own
-//     rows are rounded through the format before its tokens attend (ops.cuh `attend`), so both
-//     modes attend over the same stored values and differ only as the fp32 path does; had a token
-//     seen its chunk's rows unrounded, the modes would differ by the format's rounding of them
-//     (up to 2^-4 relative per value in fp8);
+//   - with fp32 storage, full and incremental runs agree within that same tolerance;
 //   - the fp8 and bf16 KLs are finite (no NaN or inf from a bad record).
+// Full against incremental with bf16 or fp8 rows is printed, not asserted. A chunk's own rows are
+// rounded through the format before its tokens attend (ops.cuh `attend`; checked bit for bit in
+// frank_cuda_ops_check), but the fp32 rows before rounding differ in their last bits between chunk
+// sizes (the kernels sum in another order for another token count), and a value at a rounding
+// boundary then rounds to the neighbouring bf16 or e4m3 value: one quantum, 2^-8 (bf16) or up to
+// 2^-4 (fp8) relative. Measured on the H200: up to 2.1e-3 scaled for bf16, 8e-4 for fp8.
 // How large the KL may be is a measurement, not an assertion: the tiny fixtures' random weights are
 // not a trained model's. Skipped, saying so, without a CUDA device.
 #include <gtest/gtest.h>
@@ -68,7 +70,7 @@ TEST(CudaKvFormats, KlAgainstFp32StorageOnEveryFixture) {
     for (KvFormat kv : {KvFormat::F32, KvFormat::BF16, KvFormat::FP8}) {
       const Tensor by_mode[] = {run(kv, full), run(kv, incremental)};
       const double modes_apart = max_scaled_difference(by_mode[1], by_mode[0]);
-      EXPECT_LE(modes_apart, 1e-3) << f.name() << " " << engine::kv_format_name(kv) << ": full vs incremental";
+      if (kv == KvFormat::F32) EXPECT_LE(modes_apart, 1e-3) << f.name() << ": full vs incremental, fp32 rows";
       for (int m = 0; m < 2; ++m) {
         const engine::LogitDivergence d = engine::logit_divergence(reference, by_mode[m]);
         std::cout << fmt::format("| {} | {} | {} | {:.3g} | {:.3g} | {}/{} | {:.3g} |\n", f.name(),
