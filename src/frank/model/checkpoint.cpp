@@ -47,6 +47,14 @@ T load(const std::byte* p) {
 
 }  // namespace
 
+Checkpoint Checkpoint::open_file(const fs::path& file) {
+  Checkpoint ck;
+  ck.dir_ = file;
+  ck.files_.push_back(SafetensorsFile::open(file));
+  for (const auto& [name, _] : ck.files_[0].tensors()) ck.where_.emplace(name, 0);
+  return ck;
+}
+
 Checkpoint Checkpoint::open(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) throw Error(fmt::format("checkpoint directory '{}' does not exist", dir.string()));

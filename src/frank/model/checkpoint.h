@@ -17,6 +17,8 @@ namespace frank::model {
 class Checkpoint {
  public:
   static Checkpoint open(const std::filesystem::path& dir);  // throws frank::Error
+  // One .safetensors file on its own (data shipped next to a model, e.g. Engram hash tables).
+  static Checkpoint open_file(const std::filesystem::path& file);
 
   const std::filesystem::path& dir() const { return dir_; }
   bool has(const std::string& name) const { return where_.count(name) != 0; }

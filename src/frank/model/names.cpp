@@ -52,7 +52,9 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kTopLevel
     {"hc_head_scale", "model.hc_head.hc_scale"},
 }};
 
-std::string module_suffix(std::string_view suffix) {
+}  // namespace
+
+std::string transformers_layer_suffix(std::string_view suffix) {
   for (auto [official, module] : kLayerModuleNames)
     if (suffix == official) return std::string(module);
   // Shared expert: ffn.shared_experts.w1/w3/w2 -> mlp.shared_experts.gate/up/down_proj.
@@ -64,8 +66,6 @@ std::string module_suffix(std::string_view suffix) {
   }
   return {};
 }
-
-}  // namespace
 
 std::vector<std::string> name_candidates(const std::string& official) {
   std::vector<std::string> out{official, "model." + official};
@@ -79,7 +79,7 @@ std::vector<std::string> name_candidates(const std::string& official) {
   // save_pretrained maps every `.kv_norm.` back to `.norm.`, so the attention kv_norm is saved
   // as `attn.norm.weight` (dsv4-reference-notes §4).
   if (suffix == "attn.kv_norm.weight") out.push_back("model." + prefix + "attn.norm.weight");
-  if (auto module = module_suffix(suffix); !module.empty()) out.push_back("model." + prefix + module);
+  if (auto module = transformers_layer_suffix(suffix); !module.empty()) out.push_back("model." + prefix + module);
   // Older transformers kept the indexer weights_proj outside `scorer`.
   if (suffix == "attn.indexer.weights_proj.weight")
     out.push_back("model." + prefix + "self_attn.compressor.indexer.weights_proj.weight");

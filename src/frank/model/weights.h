@@ -33,7 +33,8 @@ struct IndexerWeights {
   LinearWeight weights_proj;     // [index_n_heads, hidden]
 };
 
-struct AttentionWeights {
+// What every attention layer of V4 and V4.1 has: low-rank Q, one K=V head, sinks, grouped output.
+struct AttentionCoreWeights {
   LinearWeight q_a_proj;  // [q_lora, hidden]
   Tensor q_a_norm;        // [q_lora]
   LinearWeight q_b_proj;  // [heads*head_dim, q_lora]
@@ -41,7 +42,10 @@ struct AttentionWeights {
   Tensor kv_norm;         // [head_dim]
   LinearWeight o_a_proj;  // [o_groups*o_lora, heads*head_dim/o_groups]
   LinearWeight o_b_proj;  // [hidden, o_groups*o_lora]
-  Tensor sinks;                         // [heads]
+  Tensor sinks;           // [heads]
+};
+
+struct AttentionWeights : AttentionCoreWeights {
   std::optional<CompressorWeights> compressor;  // CSA and HCA layers
   std::optional<IndexerWeights> indexer;        // CSA layers
 };
