@@ -13,8 +13,9 @@ and writes one folder per fixture:
     <out>/<fixture>/config.json           composite config, released spelling (README.md)
     <out>/<fixture>/model*.safetensors    weights, F32
     <out>/<fixture>/tokenizer.json        the tiny tokenizer the token map comes from
-    <out>/<fixture>/reference.safetensors token map, hash tables and ids, rope tables, indexer selections,
-                                          candidate masks, compressed cache contents
+    <out>/<fixture>/reference.safetensors token map, hash tables and ids, Engram inputs/rows/outputs,
+                                          rope tables, indexer selections, candidate masks, compressed
+                                          cache contents
     <out>/<fixture>/logits.f32            raw little-endian float32 [n_tokens, vocab]
     <out>/<fixture>/golden.json           metadata + checks
 
@@ -419,6 +420,19 @@ class Probes:
 # --------------------------------------------------------------------------------------
 
 
+def capture_engram_io(model) -> tuple[dict, list]:
+    """Forward hooks on every Engram module: its stream input, gathered table rows and stream output
+    (batch 0), the op-level golden for the engine's Engram. Returns (captures by layer, handles)."""
+    captured, handles = {}, []
+    for i, layer in enumerate(model.model.layers):
+        if layer.engram is not None:
+            def hook(mod, args, out, i=i):
+                captured[i] = {"streams_in": args[0][0].float().clone(), "rows": args[1][0].float().clone(),
+                               "streams_out": out[0].float().clone()}
+            handles.append(layer.engram.register_forward_hook(hook))
+    return captured, handles
+
+
 @torch.no_grad()
 def run_one_shot(model, ids, cache=None):
     cache = cache if cache is not None else dsv41_source.new_cache(model.config)
@@ -566,7 +580,7 @@ def sha256(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
-def reference_tensors(model, ids, cache, selections, candidates, T) -> dict:
+def reference_tensors(model, ids, cache, selections, candidates, engram_io, T) -> dict:
     mm, hs = model.model, model.model.engram_hash_state
     out = {
         "ids": ids[0].to(torch.int64),
@@ -579,6 +593,9 @@ def reference_tensors(model, ids, cache, selections, candidates, T) -> dict:
         # a direct call without a cache: a call with one would advance the look-back
         "engram.hash_ids": hs(ids, None, None)[0].to(torch.int64),
     }
+    for li, io in sorted(engram_io.items()):
+        for key, t in io.items():
+            out[f"engram.layer{li}.{key}"] = t
     for n, b in model.named_buffers():
         if n.endswith(("main_inv_freq", "compress_inv_freq")) and "original" not in n:
             assert torch.equal(b, out["rope." + n.split(".")[-1]]), n
@@ -632,7 +649,11 @@ def make_fixture(modeling, source, fx: dict, out_root: str) -> dict:
 
     probes = Probes(model, modeling)
     probes.run = "one_shot"
+    engram_io, engram_hooks = capture_engram_io(model)
     ref, cache = run_one_shot(model, ids)
+    for h in engram_hooks:
+        h.remove()
+    assert sorted(engram_io) == sorted(cfg.engram_layer_ids), "every Engram layer is captured"
     counts_one_shot = dict(probes.count)
     clamp = {k: v.tolist() for k, v in probes.clamp.items()}
     bias_changed = list(probes.bias_changed)
@@ -702,7 +723,7 @@ def make_fixture(modeling, source, fx: dict, out_root: str) -> dict:
     extra["reload_from_files_max_abs_diff"] = float((run_one_shot(m2, ids)[0] - ref).abs().max())
     assert extra["reload_from_files_max_abs_diff"] == 0.0, "config.json + weights do not reproduce the logits"
     open(os.path.join(folder, "tokenizer.json"), "w").write(tok.backend_tokenizer.to_str(pretty=True) + "\n")
-    save_file(reference_tensors(model, ids, cache, probes.sel["one_shot"], probes.cand["one_shot"], T),
+    save_file(reference_tensors(model, ids, cache, probes.sel["one_shot"], probes.cand["one_shot"], engram_io, T),
               os.path.join(folder, "reference.safetensors"), metadata={"format": "pt"})
     logits_path = os.path.join(folder, "logits.f32")
     ref.numpy().astype("<f4").tofile(logits_path)
