@@ -28,7 +28,10 @@ std::vector<uint8_t> select_candidate_blocks(std::span<const float> scores, int 
   const int n = static_cast<int>(scores.size());
   const int n_blocks = (n + block_size - 1) / block_size;
   std::vector<float> block_score(n_blocks, kNegInf);
-  for (int e = 0; e < std::min(visible, n); ++e) block_score[e / block_size] = std::max(block_score[e / block_size], scores[e]);
+  for (int e = 0; e < std::min(visible, n); ++e) {
+    float& block = block_score[e / block_size];
+    block = std::max(block, scores[e]);
+  }
   // The newest block is only partly filled; pinned so an older full block cannot outscore it.
   if (visible > 0) block_score[(visible - 1) / block_size] = std::numeric_limits<float>::infinity();
   std::vector<uint8_t> mask(n, 0);

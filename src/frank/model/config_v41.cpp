@@ -112,8 +112,9 @@ void parse_schedule(const json& j, V41Config& c) {
 
   for (int s : c.kv_source_layers)
     if (s < 0 || s >= n || ratios[s] == 0)
-      throw Error(fmt::format("config.json: kv_source_layer_ids {} must name layers in [0, {}) with compress_ratios > 0",
-                              c.kv_source_layers, n));
+      throw Error(fmt::format(
+          "config.json: kv_source_layer_ids {} must name layers in [0, {}) with compress_ratios > 0",
+          c.kv_source_layers, n));
   for (int l = 0; l < n; ++l)
     if (ratios[l] > 0 && c.kv_source_of(l) < 0)
       throw Error(fmt::format("config.json: layer {} has compress_ratios {} but no kv_source_layer_ids entry at or "
@@ -169,7 +170,8 @@ void parse_engram(const json& j, V41Config& c) {
   if (!has(j, "engram_num_embeddings"))
     throw Error("config.json: engram_num_embeddings (the rows of each Engram table) is missing");
   for (int rows : int_list(j, "engram_num_embeddings")) {
-    if (rows <= 0) throw Error(fmt::format("config.json: engram_num_embeddings entries must be positive, got {}", rows));
+    if (rows <= 0)
+      throw Error(fmt::format("config.json: engram_num_embeddings entries must be positive, got {}", rows));
     e.table_rows.push_back(rows);
   }
   if (e.table_rows.size() != e.layer_ids.size())
@@ -223,7 +225,8 @@ V41Config parse_v41_config(const json& j) {
   c.gate_temp = get_or<float>(text, "gate_temp", 1.0f);
   if (!(c.gate_temp > 0.0f)) throw Error(fmt::format("config.json: gate_temp must be positive, got {}", c.gate_temp));
   const auto act = get_or<std::string>(text, "hidden_act", "silu");
-  if (act != "silu") throw Error(fmt::format("config.json: hidden_act '{}' is not supported (DeepSeek-V4.1 uses silu)", act));
+  if (act != "silu")
+    throw Error(fmt::format("config.json: hidden_act '{}' is not supported (DeepSeek-V4.1 uses silu)", act));
   if (get_or<bool>(text, "tie_word_embeddings", false))
     throw Error("config.json: tie_word_embeddings is not supported (DeepSeek-V4.1 has its own head)");
   parse_schedule(text, c);
