@@ -1,11 +1,16 @@
-// The V4.1 indexer's two-level top-k (dsv41-model.md §5.2, reference notes A1/A3) on hand-made
-// scores whose right answer is worked out in the comments.
+// The V4.1 indexer's two-level top-k (dsv41-model.md §5.2, reference notes A1/A3): on hand-made
+// scores whose right answer is worked out in the comments, and on transformers' scores and selections.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <limits>
 
 #include "frank/engine/indexer_v41.h"
+#include "frank/model/checkpoint.h"
+#include "frank/model/config_v41.h"
 
 namespace frank::engine {
 namespace {
@@ -48,6 +53,56 @@ TEST(IndexerV41, ExactZeroTiesPreferTheOlderEntry) {
   // ReLU scores tie at exactly 0 (reference notes §4): with one slot left, entry 1 beats entry 3.
   const std::vector<float> scores{4, 0, -kInf, 0};
   EXPECT_THAT(select_topk_entries(scores, 4, nullptr, 2), ElementsAre(0, 1));
+}
+
+// transformers' index scores of every index source in the fixtures' one-shot run
+// (reference.safetensors indexer.layer{l}.scores, before any mask) through frank's selection must give
+// transformers' candidate mask (visible entries) and top-k sets. The fixture generator checked that
+// no k-th/(k+1)-th score gap is below 1e-6 relative, so the selection has one right answer.
+TEST(IndexerV41, SelectionsMatchTransformers) {
+  const auto fixtures = std::filesystem::path(FRANK_FIXTURE_DIR) / "dsv41";
+  for (const char* name : {"tiny-v41", "tiny-v41-native"}) {
+    SCOPED_TRACE(name);
+    const auto c = model::load_v41_config(fixtures / name);
+    const auto ref = model::Checkpoint::open_file(fixtures / name / "reference.safetensors");
+    const int T = static_cast<int>(ref.find("ids")->shape[0]);
+    std::vector<std::vector<uint8_t>> candidates(T);  // level 1, per query, once the source has run
+    int pruned = 0;  // Reindex queries whose candidate mask removed a visible entry
+    for (int layer : c.index_source_layers) {
+      SCOPED_TRACE(layer);
+      // Visibility counts the tokens of the KV source this layer reads (reference notes A2).
+      const int ratio = c.compress_ratio[c.kv_source_of(layer)];
+      const int64_t entries = T / ratio;
+      const auto scores = ref.read_f32(fmt::format("indexer.layer{}.scores", layer), {T, entries});
+      const auto topk_info = ref.find(fmt::format("indexer.layer{}.topk", layer));
+      const auto hf_topk = ref.read_i64(topk_info->name, topk_info->shape);
+      const int64_t k_width = topk_info->shape[1];
+      const bool source = layer == c.candidate_source_layer;
+      const bool uses = c.candidate_source_layer >= 0 && layer > c.candidate_source_layer;
+      const auto hf_cand = source ? ref.read_i64(fmt::format("indexer.layer{}.candidates", layer), {T, entries})
+                                  : std::vector<int64_t>{};
+      for (int t = 0; t < T; ++t) {
+        const int visible = (t + 1) / ratio;
+        const std::span<const float> row(scores.data() + t * entries, entries);
+        if (source) {
+          candidates[t] = select_candidate_blocks(row, visible, c.candidate_topk_blocks, c.candidate_block_size);
+          for (int e = 0; e < visible; ++e)
+            ASSERT_EQ(candidates[t][e], hf_cand[t * entries + e]) << "query " << t << " entry " << e;
+        }
+        if (uses) {
+          ASSERT_EQ(candidates[t].size(), static_cast<size_t>(entries));
+          pruned += std::count(candidates[t].begin(), candidates[t].begin() + visible, 0) > 0;
+        }
+        const uint8_t* mask = uses ? candidates[t].data() : nullptr;
+        const auto picks = select_topk_entries(row, visible, mask, c.index_topk);
+        std::vector<int32_t> want;
+        for (int64_t j = 0; j < k_width; ++j)
+          if (hf_topk[t * k_width + j] >= 0) want.push_back(static_cast<int32_t>(hf_topk[t * k_width + j]));
+        ASSERT_EQ(picks, want) << "query " << t;
+      }
+    }
+    EXPECT_GT(pruned, 0) << "the candidate mask never removed an entry: level 2 untested";
+  }
 }
 
 }  // namespace

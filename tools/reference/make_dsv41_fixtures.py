@@ -243,6 +243,7 @@ class Probes:
         self.count = defaultdict(int)
         self.sel = defaultdict(dict)      # run -> {(layer, pos): sorted tuple}
         self.cand = defaultdict(dict)     # run -> {(layer, pos): tuple of candidate entries}
+        self.one_shot_scores = {}         # layer -> [T, entries] index scores before any mask
         self.ties, self.min_gap = [], (float("inf"), None)
         self.clamp = defaultdict(lambda: np.zeros(4, dtype=np.int64))
         self.bias_changed = [0, 0]
@@ -363,6 +364,8 @@ class Probes:
                 return
             self.count[f"indexer.layer{li}.{mode}.calls"] += 1
             scores, allowed, cand = self._scores(mod, hidden, q_residual, position_ids, shared)
+            if self.run == "one_shot":
+                self.one_shot_scores[li] = scores.clone()
             positions = position_ids[0].tolist()
             for s, t in enumerate(positions):
                 picks = tuple(sorted(int(v) for v in topk[0, s] if v >= 0))
@@ -580,7 +583,7 @@ def sha256(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
-def reference_tensors(model, ids, cache, selections, candidates, engram_io, T) -> dict:
+def reference_tensors(model, ids, cache, selections, candidates, scores, engram_io, T) -> dict:
     mm, hs = model.model, model.model.engram_hash_state
     out = {
         "ids": ids[0].to(torch.int64),
@@ -603,6 +606,7 @@ def reference_tensors(model, ids, cache, selections, candidates, engram_io, T) -
         rows = [selections[(li, t)] for t in range(T)]
         k = max(len(r) for r in rows)
         out[f"indexer.layer{li}.topk"] = torch.tensor([list(r) + [-1] * (k - len(r)) for r in rows], dtype=torch.int32)
+        out[f"indexer.layer{li}.scores"] = scores[li].float()
     li = model.config.candidate_source_layer_id
     width = T // model.config.compress_ratios[li]
     mask = torch.zeros(T, width, dtype=torch.uint8)
@@ -723,7 +727,8 @@ def make_fixture(modeling, source, fx: dict, out_root: str) -> dict:
     extra["reload_from_files_max_abs_diff"] = float((run_one_shot(m2, ids)[0] - ref).abs().max())
     assert extra["reload_from_files_max_abs_diff"] == 0.0, "config.json + weights do not reproduce the logits"
     open(os.path.join(folder, "tokenizer.json"), "w").write(tok.backend_tokenizer.to_str(pretty=True) + "\n")
-    save_file(reference_tensors(model, ids, cache, probes.sel["one_shot"], probes.cand["one_shot"], engram_io, T),
+    save_file(reference_tensors(model, ids, cache, probes.sel["one_shot"], probes.cand["one_shot"],
+                                probes.one_shot_scores, engram_io, T),
               os.path.join(folder, "reference.safetensors"), metadata={"format": "pt"})
     logits_path = os.path.join(folder, "logits.f32")
     ref.numpy().astype("<f4").tofile(logits_path)
