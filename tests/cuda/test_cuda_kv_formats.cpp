@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cuda/cuda_forward_util.h"
 #include "frank/cuda/cuda_model.h"
 #include "frank/engine/logit_divergence.h"
 #include "frank/engine/run_modes.h"
@@ -33,19 +34,7 @@ namespace {
 
 using engine::KvFormat;
 
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-double max_scaled_difference(const Tensor& got, const Tensor& want) {
-  double worst = 0;
-  for (size_t i = 0; i < want.data.size(); ++i) {
-    const double e = std::abs(double{got.data[i]} - want.data[i]) / std::max(1.0, std::abs(double{want.data[i]}));
-    if (!(e <= worst)) worst = e;
-  }
-  return worst;
-}
+double max_scaled_difference(const Tensor& got, const Tensor& want) { return compare(got, want).err; }
 
 TEST(CudaKvFormats, KlAgainstFp32StorageOnEveryFixture) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: the K=V storage formats are not checked here";
