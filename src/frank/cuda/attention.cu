@@ -126,19 +126,30 @@ __device__ void load_key(const uint8_t* row, const KvRowLayout& layout, float4 (
 // no key (m_i = -inf, also when every state is empty).
 __device__ float share(float m_i, float mx) { return m_i == -INFINITY ? 0.f : expf(m_i - mx); }
 
-// Merges `count` softmax states (m_i, l_i, acc_i), read through `st`, into (mx, l, acc[c]) for
-// float4 column c; with the sink, mx includes it and l gains exp(sink - mx).
-template <class States>
+// Merges `count` (<= Max) softmax states (m_i, l_i, acc_i), read through `st`, into (mx, l, acc[c])
+// for float4 column c; with the sink, mx includes it and l gains exp(sink - mx). Every state is
+// loaded before any is used: from scratch (merge_kernel) that is one trip to L2 for all of them
+// instead of one per state, which made the merge latency-bound. The sums keep the states' order.
+template <int Max, class States>
 __device__ float4 merge_states(const States& st, int count, int c, bool with_sink, float sink, float& mx, float& l) {
+  float m[Max], li[Max];
+  float4 acc_i[Max];
+#pragma unroll
+  for (int i = 0; i < Max; ++i)
+    if (i < count) m[i] = st.m(i), li[i] = st.l(i), acc_i[i] = st.acc(i, c);
   mx = with_sink ? sink : -INFINITY;
-  for (int i = 0; i < count; ++i) mx = fmaxf(mx, st.m(i));
+#pragma unroll
+  for (int i = 0; i < Max; ++i)
+    if (i < count) mx = fmaxf(mx, m[i]);
   l = with_sink ? expf(sink - mx) : 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int i = 0; i < count; ++i) {
-    const float w = share(st.m(i), mx);
-    l += st.l(i) * w;
-    acc = axpby(acc, 1.f, st.acc(i, c), w);
-  }
+#pragma unroll
+  for (int i = 0; i < Max; ++i)
+    if (i < count) {
+      const float w = share(m[i], mx);
+      l += li[i] * w;
+      acc = axpby(acc, 1.f, acc_i[i], w);
+    }
   return acc;
 }
 
@@ -241,7 +252,7 @@ __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
   for (int idx = threadIdx.x; idx < G * hd4; idx += blockDim.x) {
     const int g = idx / hd4, c = idx % hd4, h = h0 + g;
     float mx, sum;
-    const float4 v = merge_states(WarpStates<G>{s_m, s_l, s_acc, g}, kWarps, c, whole, a.sinks[h], mx, sum);
+    const float4 v = merge_states<kWarps>(WarpStates<G>{s_m, s_l, s_acc, g}, kWarps, c, whole, a.sinks[h], mx, sum);
     const int64_t th = static_cast<int64_t>(t) * a.H + h;
     if (whole) {
       store_normalised(a.out + th * a.hd, c, v, sum);
@@ -271,7 +282,7 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(AttendArgs a) {
                        reinterpret_cast<const float4*>(a.part_acc + th * a.splits * a.hd), hd4};
   for (int c = threadIdx.x; c < hd4; c += blockDim.x) {
     float mx, sum;
-    const float4 v = merge_states(st, a.splits, c, true, a.sinks[h], mx, sum);
+    const float4 v = merge_states<kMaxSplits>(st, a.splits, c, true, a.sinks[h], mx, sum);
     store_normalised(a.out + th * a.hd, c, v, sum);
   }
 }

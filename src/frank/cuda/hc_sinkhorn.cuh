@@ -7,10 +7,21 @@
 
 namespace frank::cuda {
 
+// The hardware's approximate reciprocal (one MUFU.RCP, within 1 ulp; flushes subnormals, which a
+// sum plus hc_eps never is). IEEE 1.0f / x is a multi-instruction sequence with a slow-path call,
+// and Sinkhorn's 39 normalisations are one dependent chain: with it, Sinkhorn took ~9 us of a 22 us
+// hc_pre site at the real shape (H200, ncu), on the kernel's critical path.
+__device__ __forceinline__ float fast_reciprocal(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 // Divides line i (a row when Rows, else a column) of c by its sum + eps. All N sums are taken
-// first, in the reference's order; then one precise reciprocal per line and a product per element
-// (the reference divides each element: c * (1 / s) is within an ulp of c / s, and Sinkhorn's
-// normalisations do not amplify such differences).
+// first, in the reference's order; then one reciprocal per line and a product per element. The
+// reference divides each element: c * rcp(s) is within 2 ulp of c / s, and Sinkhorn's
+// normalisations do not amplify such differences (each rescales lines towards sums of one), so
+// the mix stays within ~1e-6 of the reference, far inside the ops check's 1e-4.
 template <int N, bool Rows>
 __device__ __forceinline__ void normalise(float (&c)[N * N], float eps) {
   float inv[N];
@@ -19,7 +30,7 @@ __device__ __forceinline__ void normalise(float (&c)[N * N], float eps) {
     float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < N; ++k) s += Rows ? c[i * N + k] : c[k * N + i];
-    inv[i] = 1.0f / (s + eps);
+    inv[i] = fast_reciprocal(s + eps);
   }
 #pragma unroll
   for (int j = 0; j < N; ++j)
@@ -28,7 +39,9 @@ __device__ __forceinline__ void normalise(float (&c)[N * N], float eps) {
 }
 
 // Row softmax (cpu::softmax: exp(x - max), a double sum, a double division) plus eps, a column
-// normalisation, then (iters - 1) x (rows, columns), eps in every denominator.
+// normalisation, then (iters - 1) x (rows, columns), eps in every denominator. The softmax takes
+// one double reciprocal per row instead of a double division per element: x * (1 / sum) and
+// x / sum differ by an ulp of a double, which the rounding to float almost never shows.
 template <int N>
 __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps) {
 #pragma unroll
@@ -42,8 +55,9 @@ __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps
       c[j * N + k] = expf(c[j * N + k] - mx);
       sum += c[j * N + k];
     }
+    const double inv = 1.0 / sum;
 #pragma unroll
-    for (int k = 0; k < N; ++k) c[j * N + k] = static_cast<float>(c[j * N + k] / sum) + eps;
+    for (int k = 0; k < N; ++k) c[j * N + k] = static_cast<float>(c[j * N + k] * inv) + eps;
   }
   normalise<N, false>(c, eps);
   for (int it = 1; it < iters; ++it) {

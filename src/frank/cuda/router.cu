@@ -1,8 +1,10 @@
-// MoE routing (ops.cuh: route; reference engine::route). One warp per token: the lanes score the
-// token's experts into shared memory, then take the k best one at a time, each round a warp
-// argmax over the experts that come after the previous pick in the reference's order (higher key
-// first, ties by lower expert). That order is total on selectable keys, so k rounds give exactly
-// engine::top_k_indices without marking anything as taken.
+// MoE routing (ops.cuh: route; reference engine::route). One block per token: its threads score
+// the token's experts into shared memory, one expert each (the double-precision exp and log1p of
+// the scores are the long part; one warp looping over 256 experts took ~10 us a call on an H200).
+// Then warp 0 takes the k best one at a time, each round a warp argmax over the experts that come
+// after the previous pick in the reference's order (higher key first, ties by lower expert). That
+// order is total on selectable keys, so k rounds give exactly engine::top_k_indices without
+// marking anything as taken. Each lane keeps its experts' keys in registers for the k rounds.
 #include <cmath>
 
 #include "frank/cuda/ops.cuh"
@@ -11,9 +13,9 @@
 namespace frank::cuda {
 namespace {
 
-constexpr int kWarps = 4;           // tokens per block
-constexpr int kMaxRouteK = 32;      // one lane holds each pick
-constexpr int kMaxExperts = 1'024;  // shared memory: 2 * E floats per warp, 32 KB per block
+constexpr int kThreads = 256;        // scoring threads per token (block)
+constexpr int kMaxRouteK = 32;       // one lane holds each pick
+constexpr int kMaxExperts = 1'024;   // shared memory: 2 * E floats per block, 8 KB
 
 // sqrt(softplus(logit)), torch's softplus (threshold 20). The reference rounds exp and log1p to
 // float one after the other; computing each in double and rounding it to float gives the correctly
@@ -32,35 +34,43 @@ __device__ bool selectable(float v) { return !isnan(v) && v != -INFINITY; }
 // True when (v, i) comes before (w, j) in the choice order: higher first, ties by lower index.
 __device__ bool before(float v, int i, float w, int j) { return v > w || (v == w && i < j); }
 
-__global__ void route_kernel(const float* __restrict__ logits, int n, int E, int k, const float* __restrict__ bias,
-                             const int32_t* __restrict__ tid2eid, const int32_t* __restrict__ ids, float scaling,
-                             int32_t* __restrict__ experts, float* __restrict__ weights) {
+// KeysPerLane: keys a lane holds, at least E / 32 (a few sizes, so that the k rounds loop over
+// only as many registers as the model has experts).
+template <int KeysPerLane>
+__global__ void __launch_bounds__(kThreads)
+    route_kernel(const float* __restrict__ logits, int E, int k, const float* __restrict__ bias,
+                 const int32_t* __restrict__ tid2eid, const int32_t* __restrict__ ids, float scaling,
+                 int32_t* __restrict__ experts, float* __restrict__ weights) {
   follow_previous_kernel();
   extern __shared__ float smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int t = blockIdx.x * kWarps + warp;
-  if (t >= n) return;  // the kernel has no block-wide barrier
-  float* score = smem + static_cast<size_t>(warp) * 2 * E;
+  const int t = blockIdx.x, lane = threadIdx.x % 32;
+  float* score = smem;
   float* key = score + E;  // score + bias: what the choice ranks
   const float* row = logits + static_cast<size_t>(t) * E;
-  for (int e = lane; e < E; e += 32) {
+  for (int e = threadIdx.x; e < E; e += kThreads) {
     score[e] = router_score(row[e]);
     key[e] = bias ? score[e] + bias[e] : score[e];
   }
-  __syncwarp();
+  __syncthreads();
+  if (threadIdx.x >= 32) return;
 
   int mine = -1;  // lane j's pick: the j-th expert of the token
   if (tid2eid) {
     if (lane < k) mine = tid2eid[static_cast<size_t>(ids[t]) * k + lane];
   } else {
+    float keys[KeysPerLane];  // lane's experts lane, lane + 32, ..
+#pragma unroll
+    for (int i = 0; i < KeysPerLane; ++i) keys[i] = lane + 32 * i < E ? key[lane + 32 * i] : NAN;
     float last_v = INFINITY;
     int last_i = -1;  // before any pick every selectable key qualifies (+inf at index >= 0 too)
     for (int j = 0; j < k; ++j) {
       float best_v = 0.0f;
       int best_i = -1;  // -1: none yet
-      for (int e = lane; e < E; e += 32) {
-        const float v = key[e];
-        if (!selectable(v) || !before(last_v, last_i, v, e)) continue;  // taken already
+#pragma unroll
+      for (int i = 0; i < KeysPerLane; ++i) {
+        const float v = keys[i];
+        const int e = lane + 32 * i;
+        if (!selectable(v) || !before(last_v, last_i, v, e)) continue;  // taken already, or past E (NaN)
         if (best_i < 0 || before(v, e, best_v, best_i)) best_v = v, best_i = e;
       }
       for (int offset = 16; offset > 0; offset /= 2) {
@@ -92,9 +102,10 @@ cudaError_t route(const float* logits, int n, int E, int k, const float* bias, c
   if (n < 0 || E < 1 || E > kMaxExperts || k < 1 || k > kMaxRouteK || k > E) return cudaErrorInvalidValue;
   if (!logits || !experts || !weights || (tid2eid && !ids)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const size_t smem = sizeof(float) * 2 * E * kWarps;
-  if (const cudaError_t e = launch_dependent(route_kernel, dim3((n + kWarps - 1) / kWarps), dim3(32 * kWarps), smem,
-                                             stream, logits, n, E, k, bias, tid2eid, ids, scaling, experts, weights))
+  const size_t smem = sizeof(float) * 2 * E;
+  const auto kernel = E <= 256 ? route_kernel<8> : E <= 512 ? route_kernel<16> : route_kernel<kMaxExperts / 32>;
+  if (const cudaError_t e = launch_dependent(kernel, dim3(n), dim3(kThreads), smem, stream, logits, E, k, bias, tid2eid,
+                                             ids, scaling, experts, weights))
     return e;
   return cudaGetLastError();
 }
