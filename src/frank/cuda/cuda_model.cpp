@@ -1,5 +1,7 @@
 #include "frank/cuda/cuda_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "frank/cuda/synthetic_fill.cuh"
@@ -93,100 +95,131 @@ DeviceSession CudaModel::synthetic_session(int64_t position, int64_t room, uint6
   return s;
 }
 
-Tensor CudaModel::forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits) {
+Tensor CudaModel::forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits,
+                         Tensor* streams) {
+  return call(session, ids, {logits == engine::Model::Logits::All, streams != nullptr, false}, streams);
+}
+
+Tensor CudaModel::verify(DeviceSession& session, std::span<const int32_t> ids, Tensor& streams) {
+  if (std::ssize(ids) > kGraphTokens)
+    throw Error(fmt::format("CUDA verify step of {} tokens: at most {} are recorded", ids.size(), kGraphTokens));
+  return call(session, ids, {true, true, true}, &streams);
+}
+
+Tensor CudaModel::call(DeviceSession& session, std::span<const int32_t> ids, CallOutputs outputs, Tensor* streams) {
   model_.check_call(session.position, ids);
   const auto n = static_cast<int64_t>(ids.size());
-  if (n == 0) return Tensor({0, model_.config().vocab_size});
-  DeviceArray<float> eager_out;
-  const DeviceArray<float>& out = run(session, ids, logits == engine::Model::Logits::All, eager_out);
-  Tensor host(out.shape());
-  out.copy_to_host(host.data.data());
-  finish(session, n);
+  if (n == 0) {
+    if (streams != nullptr) *streams = Tensor({0, int64_t{model_.config().hc_mult} * model_.config().hidden_size});
+    return Tensor({0, model_.config().vocab_size});
+  }
+  EagerResults eager;
+  const Results out = run(session, ids, outputs, eager);
+  Tensor host(out.logits->shape());
+  out.logits->copy_to_host(host.data.data());
+  if (streams != nullptr) {
+    *streams = Tensor(out.streams->shape());
+    out.streams->copy_to_host(streams->data.data());
+  }
+  finish(session, n, outputs);
   return host;
 }
 
 int32_t CudaModel::forward_greedy(DeviceSession& session, std::span<const int32_t> ids) {
   model_.check_call(session.position, ids);
   if (ids.empty()) throw Error("a greedy step needs at least one token");
-  DeviceArray<float> eager_out;
-  const DeviceArray<float>& out = run(session, ids, /*all_logits=*/false, eager_out);
+  EagerResults eager;
+  const Results out = run(session, ids, {}, eager);
   DeviceArray<int32_t> token({1}, stream_);
-  check(argmax_rows(out.data(), 1, out.cols(), token.data(), stream_), "argmax_rows");
+  check(argmax_rows(out.logits->data(), 1, out.logits->cols(), token.data(), stream_), "argmax_rows");
   int32_t host = 0;
   token.copy_to_host(&host);
-  finish(session, static_cast<int64_t>(ids.size()));
+  finish(session, static_cast<int64_t>(ids.size()), {});
   return host;
 }
 
-const DeviceArray<float>& CudaModel::run(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,
-                                         DeviceArray<float>& eager_out) {
+CudaModel::Results CudaModel::run(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs,
+                                  EagerResults& eager) {
+  // A call that goes past a graph's bound may grow the state the graph points at (entries): the
+  // graph is dropped. (Without rewinds no later call could replay it anyway.)
+  std::erase_if(s.graphs, [&](const auto& g) { return s.position + std::ssize(ids) > g->end_bound; });
   last_graph_ = graphs_.enabled && warm_ && std::ssize(ids) <= kGraphTokens;
   s.position_at.copy_from_host(&s.position);
-  const DeviceArray<float>& out = last_graph_ ? replay(s, ids, all_logits) : run_eager(s, ids, all_logits, eager_out);
+  const Results out = last_graph_ ? replay(s, ids, outputs) : run_eager(s, ids, outputs, eager);
   check(cudaEventRecord(end_, stream_), "cudaEventRecord");
   return out;
 }
 
 // After the caller's download: waits for the stream, records the call's time, advances the session.
-void CudaModel::finish(DeviceSession& s, int64_t tokens) {
+void CudaModel::finish(DeviceSession& s, int64_t tokens, CallOutputs outputs) {
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   float ms = 0;
   check(cudaEventElapsedTime(&ms, begin_, end_), "cudaEventElapsedTime");
   step_times_.push_back({tokens, last_graph_, ms});
   warm_ = true;
+  s.recorded_from = outputs.record ? s.position : -1;
   s.position += tokens;
 }
 
-const DeviceArray<float>& CudaModel::run_eager(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,
-                                               DeviceArray<float>& eager_out) {
+CudaModel::Results CudaModel::run_eager(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs,
+                                        EagerResults& eager) {
   const auto n = static_cast<int64_t>(ids.size());
   CudaOps ops(weights_, stream_, {s.position_at.data(), s.position + n});
+  if (outputs.record) ops.record_calls(kGraphTokens);
   check(cudaEventRecord(begin_, stream_), "cudaEventRecord");
   const CudaOps::Ids device_ids = ops.upload_ids(ids);
-  eager_out = engine::model_forward(ops, model_.config(), model_.weights(), model_.attention(), s.layers, s.position,
-                                    device_ids, all_logits ? 0 : n - 1, static_cast<CudaOps::Array*>(nullptr));
-  return eager_out;
+  eager.logits = engine::model_forward(ops, model_.config(), model_.weights(), model_.attention(), s.layers,
+                                       s.position, device_ids, outputs.all_logits ? 0 : n - 1,
+                                       outputs.streams ? &eager.streams : nullptr);
+  return {&eager.logits, &eager.streams};
 }
 
-const DeviceArray<float>& CudaModel::replay(DeviceSession& s, std::span<const int32_t> ids, bool all_logits) {
+CudaModel::Results CudaModel::replay(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs) {
   const auto n = static_cast<int64_t>(ids.size());
   auto it = std::find_if(s.graphs.begin(), s.graphs.end(), [&](const auto& g) {
-    return g->tokens == n && g->all_logits == all_logits && s.position + n <= g->end_bound;
+    return g->tokens == n && g->outputs == outputs && s.position + n <= g->end_bound;
   });
   if (it == s.graphs.end()) {
-    std::erase_if(s.graphs, [&](const auto& g) { return g->tokens == n && g->all_logits == all_logits; });
-    s.graphs.push_back(capture(s, ids, all_logits));
+    std::erase_if(s.graphs, [&](const auto& g) { return g->tokens == n && g->outputs == outputs; });
+    s.graphs.push_back(capture(s, ids, outputs));
     it = s.graphs.end() - 1;
   }
   StepGraph& g = **it;
   check(cudaEventRecord(begin_, stream_), "cudaEventRecord");  // after a capture: its host time is not the step's
   g.ids.device.copy_from_host(ids.data());
   check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
-  return g.logits;
+  return {&g.logits, &g.streams};
 }
 
-std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const int32_t> ids, bool all_logits) {
+std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs) {
   const auto n = static_cast<int64_t>(ids.size());
+  const model::ModelConfig& c = model_.config();
   auto g = std::make_unique<StepGraph>();
   g->tokens = n;
-  g->all_logits = all_logits;
+  g->outputs = outputs;
   g->end_bound = ((s.position + n) / graphs_.span + 1) * graphs_.span;
   // Routing is not kept: last_experts would be memory the graph allocates and does not free.
   CudaOps ops(weights_, stream_, {s.position_at.data(), g->end_bound}, nullptr, /*keep_routing=*/false);
+  if (outputs.record) ops.record_calls(kGraphTokens);
   // Everything the graph's nodes point at exists before the capture: session state up to the
-  // bound, the input ids and the output logits.
+  // bound (and the call record), the input ids and the outputs.
   for (size_t l = 0; l < s.layers.size(); ++l) ops.prepare(s.layers[l], model_.attention()[l]);
   g->ids = ops.upload_ids(ids);
-  g->logits = DeviceArray<float>({all_logits ? n : 1, model_.config().vocab_size}, stream_);
+  g->logits = DeviceArray<float>({outputs.all_logits ? n : 1, c.vocab_size}, stream_);
+  if (outputs.streams) g->streams = DeviceArray<float>({n, int64_t{c.hc_mult} * c.hidden_size}, stream_);
 
   check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   cudaGraph_t graph = nullptr;
   try {
+    CudaOps::Array streams;
     const CudaOps::Array out =
-        engine::model_forward(ops, model_.config(), model_.weights(), model_.attention(), s.layers, s.position, g->ids,
-                              all_logits ? 0 : n - 1, static_cast<CudaOps::Array*>(nullptr));
+        engine::model_forward(ops, c, model_.weights(), model_.attention(), s.layers, s.position, g->ids,
+                              outputs.all_logits ? 0 : n - 1, outputs.streams ? &streams : nullptr);
     check(cudaMemcpyAsync(g->logits.data(), out.data(), out.bytes(), cudaMemcpyDeviceToDevice, stream_),
           "copy logits");
+    if (outputs.streams)
+      check(cudaMemcpyAsync(g->streams.data(), streams.data(), streams.bytes(), cudaMemcpyDeviceToDevice, stream_),
+            "copy streams");
   } catch (...) {
     // End the capture (dropping what was recorded) so the stream can be used again.
     if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);

@@ -23,13 +23,24 @@
 
 namespace frank::cuda {
 
-// One captured step: `tokens` ids in, logits of the last or of all of them out.
+// What a call returns besides advancing the session: the logits of the last or of all of its
+// tokens; the residual streams before the hyper-head (what the MTP drafter reads); whether it
+// keeps its compressor projections, so that a rewind can keep a prefix of it (a verify step).
+struct CallOutputs {
+  bool all_logits = false;
+  bool streams = false;
+  bool record = false;
+  bool operator==(const CallOutputs&) const = default;
+};
+
+// One captured step: `tokens` ids in, `outputs` out.
 struct StepGraph {
   int64_t tokens = 0;
-  bool all_logits = false;
-  int64_t end_bound = 0;      // replayable while the step ends at or before this position
-  CudaOps::Ids ids;           // the step's input, written before each replay
-  DeviceArray<float> logits;  // the step's output, copied here by the graph's last node
+  CallOutputs outputs;
+  int64_t end_bound = 0;       // replayable while the step ends at or before this position
+  CudaOps::Ids ids;            // the step's input, written before each replay
+  DeviceArray<float> logits;   // the step's output, copied here by the graph's last nodes
+  DeviceArray<float> streams;  // with outputs.streams
   cudaGraphExec_t exec = nullptr;
 
   StepGraph() = default;
@@ -42,6 +53,9 @@ struct DeviceSession {
   int64_t position = 0;
   DeviceArray<int64_t> position_at;  // [1]: `position` where the kernels read it
   std::vector<DeviceLayerState> layers;
+  // Where the last call started when it recorded its projections (CallOutputs::record), else -1:
+  // what a rewind (device_checkpoint.h) checks before it replays them.
+  int64_t recorded_from = -1;
   std::vector<std::unique_ptr<StepGraph>> graphs;  // they point into `layers`: dropped with them
 };
 
@@ -78,8 +92,13 @@ class CudaModel {
   // The K=V rows are random fp32 rows stored as `kv` records: sessions of the same seed in two
   // formats hold the same rows, differently rounded.
   DeviceSession synthetic_session(int64_t position, int64_t room, uint64_t seed, KvFormat kv = KvFormat::F32);
-  // As engine::Model::forward: logits on the host, [ids.size(), vocab] or [1, vocab] for Logits::Last.
-  Tensor forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits);
+  // As engine::Model::forward: logits on the host, [ids.size(), vocab] or [1, vocab] for Logits::Last;
+  // `streams`, when given, receives the residual streams before the hyper-head [ids.size(), hc_mult * hidden].
+  Tensor forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits,
+                 Tensor* streams = nullptr);
+  // A verify step of up to kGraphTokens tokens: all logits and the streams, as forward; the call
+  // keeps its compressor projections, so that rewind() (device_checkpoint.h) can keep a prefix of it.
+  Tensor verify(DeviceSession& session, std::span<const int32_t> ids, Tensor& streams);
   // The greedy token after `ids`, chosen on the GPU (argmax_rows): only the token is downloaded.
   int32_t forward_greedy(DeviceSession& session, std::span<const int32_t> ids);
 
@@ -92,13 +111,20 @@ class CudaModel {
  private:
   // Runs the call, leaving its logits in device memory (a graph's output buffer, or `eager_out`),
   // and times it; the caller downloads what it needs, then calls finish().
-  const DeviceArray<float>& run(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,
-                                DeviceArray<float>& eager_out);
-  void finish(DeviceSession& s, int64_t tokens);
-  const DeviceArray<float>& run_eager(DeviceSession& s, std::span<const int32_t> ids, bool all_logits,
-                                      DeviceArray<float>& eager_out);
-  const DeviceArray<float>& replay(DeviceSession& s, std::span<const int32_t> ids, bool all_logits);
-  std::unique_ptr<StepGraph> capture(DeviceSession& s, std::span<const int32_t> ids, bool all_logits);
+  // The device arrays a call leaves its outputs in (a graph's, or the eager call's own).
+  struct Results {
+    const DeviceArray<float>* logits = nullptr;
+    const DeviceArray<float>* streams = nullptr;
+  };
+  struct EagerResults {
+    DeviceArray<float> logits, streams;
+  };
+  Results run(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, EagerResults& eager);
+  void finish(DeviceSession& s, int64_t tokens, CallOutputs outputs);
+  Results run_eager(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, EagerResults& eager);
+  Results replay(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs);
+  std::unique_ptr<StepGraph> capture(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs);
+  Tensor call(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, Tensor* streams);
 
   const engine::Model& model_;
   cudaStream_t stream_ = nullptr;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "frank/core/error.h"
 #include "frank/cuda/topk.cuh"
@@ -19,6 +20,13 @@ void reserve_rows(DeviceArray<uint8_t>& a, int64_t rows, int64_t cols, cudaStrea
   if (!a.empty())
     check(cudaMemcpyAsync(bigger.data(), a.data(), a.bytes(), cudaMemcpyDeviceToDevice, stream), "grow entries");
   a = std::move(bigger);
+}
+
+const engine::Compressor* pointer(const std::optional<engine::Compressor>& c) { return c ? &*c : nullptr; }
+
+// A call record's buffer of `rows` rows; its contents need not survive (each call overwrites them).
+void reserve_record(DeviceArray<float>& a, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (a.rows() < rows || a.cols() != cols) a = DeviceArray<float>({rows, cols}, stream);
 }
 
 }  // namespace
@@ -170,14 +178,54 @@ void CudaOps::prepare(DeviceCompressor& s, const engine::Compressor& comp) const
 void CudaOps::prepare(LayerState& state, const engine::Attention& a) const {
   if (a.compressor()) prepare(state.compressor, *a.compressor());
   if (a.index_compressor()) prepare(state.indexer, *a.index_compressor());
+  if (record_tokens_ == 0) return;
+  DeviceCallRecord& r = state.last_call;
+  for (const auto& [comp, kv, gate] : {std::tuple{pointer(a.compressor()), &r.compressor_kv, &r.compressor_gate},
+                                       std::tuple{pointer(a.index_compressor()), &r.indexer_kv, &r.indexer_gate}})
+    if (comp)
+      for (Array* record : {kv, gate}) reserve_record(*record, record_tokens_, comp->projection_width(), stream_);
+}
+
+void CudaOps::keep_call_record(LayerState& state, Array comp_kv, Array comp_gate, Array index_kv,
+                               Array index_gate) const {
+  if (record_tokens_ == 0) return;
+  DeviceCallRecord& r = state.last_call;
+  for (const auto& [from, to] : {std::pair{&comp_kv, &r.compressor_kv}, std::pair{&comp_gate, &r.compressor_gate},
+                                 std::pair{&index_kv, &r.indexer_kv}, std::pair{&index_gate, &r.indexer_gate}}) {
+    if (from->empty()) continue;
+    if (from->rows() > record_tokens_)
+      throw Error(fmt::format("CUDA: a recorded call of {} tokens, more than the {} recorded", from->rows(),
+                              record_tokens_));
+    reserve_record(*to, record_tokens_, from->cols(), stream_);  // an eager call: not prepared before
+    check(cudaMemcpyAsync(to->data(), from->data(), from->bytes(), cudaMemcpyDeviceToDevice, stream_),
+          "record the call's projections");
+  }
+}
+
+void CudaOps::replay_call(LayerState& state, const engine::Attention& a, int64_t keep) const {
+  if (keep == 0) return;
+  const DeviceCallRecord& r = state.last_call;
+  const int64_t start = position_.end_bound - keep;
+  for (const auto& [comp, compressor, kv, gate] :
+       {std::tuple{pointer(a.compressor()), &state.compressor, &r.compressor_kv, &r.compressor_gate},
+        std::tuple{pointer(a.index_compressor()), &state.indexer, &r.indexer_kv, &r.indexer_gate}}) {
+    if (!comp) continue;
+    if (kv->rows() < keep) throw Error("CUDA rewind: the last call's record does not cover the tokens to keep");
+    compress(*compressor, *comp, kv->data(), gate->data(), keep, start);
+  }
 }
 
 void CudaOps::compress(DeviceCompressor& s, const engine::Compressor& comp, const Array& kv, const Array& gate,
                        int64_t start) const {
+  compress(s, comp, kv.data(), gate.data(), kv.rows(), start);
+}
+
+void CudaOps::compress(DeviceCompressor& s, const engine::Compressor& comp, const float* kv, const float* gate,
+                       int64_t n, int64_t start) const {
   const ScopedOp timed(profile_, "compress", stream_);
   const int ratio = comp.ratio(), dim = comp.dim(), width = comp.projection_width();
-  if (start + kv.rows() > position_.end_bound)
-    throw Error(fmt::format("CUDA compress: a chunk ending at {} past the step's bound {}", start + kv.rows(),
+  if (start + n > position_.end_bound)
+    throw Error(fmt::format("CUDA compress: a chunk ending at {} past the step's bound {}", start + n,
                             position_.end_bound));
   prepare(s, comp);
   const KvRowLayout entry = entry_layout(s, comp);
@@ -185,7 +233,7 @@ void CudaOps::compress(DeviceCompressor& s, const engine::Compressor& comp, cons
   const CompressorBuffers b{s.pending_kv.data(), s.pending_gate.data(), s.overlap_kv.data(), s.overlap_gate.data(),
                             s.entries.data()};
   const auto& w = comp.weights();
-  check(compress_chunk(b, kv.data(), gate.data(), static_cast<int>(kv.rows()), position_.device, ratio, dim,
+  check(compress_chunk(b, kv, gate, static_cast<int>(n), position_.device, ratio, dim,
                        width == 2 * dim, w_.tensor(w.position_bias), w_.tensor(w.norm), comp.eps(),
                        w_.inv_freq(comp.rope()), entry.rope_dims / 2, entry, stream_),
         "compress");

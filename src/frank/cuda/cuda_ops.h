@@ -32,11 +32,20 @@ KvRowLayout kv_layout(const model::ModelConfig& c, KvFormat format);
 // fp32 for the indexer's keys (DeviceCompressor::entry_format).
 KvRowLayout entry_layout(const DeviceCompressor& s, const engine::Compressor& comp);
 
+// The compressors' raw per-token projections of the last call that recorded them (a verify step):
+// what a rewind pushes through the compressors again to keep a prefix of that call
+// (engine::CallRecord). Fixed capacity, so that a captured graph can copy into it.
+struct DeviceCallRecord {
+  DeviceArray<float> compressor_kv, compressor_gate;  // [capacity, projection width]
+  DeviceArray<float> indexer_kv, indexer_gate;        // CSA layers
+};
+
 struct DeviceLayerState {
   KvRowLayout kv;                // the records of the window ring and compressor.entries (kv_layout)
   DeviceArray<uint8_t> window;   // [sliding_window, kv.row_bytes] ring: position p in row p % window
   DeviceCompressor compressor, indexer;
   DeviceArray<int32_t> last_experts;  // [tokens, experts_per_token]: the routed experts of the last call
+  DeviceCallRecord last_call;
 };
 
 // The bytes ops must read from device memory — weights, and session state (window rows, entries,
@@ -77,6 +86,10 @@ class CudaOps {
   // afterwards must not). compress() calls it too.
   void prepare(LayerState& state, const engine::Attention& a) const;
 
+  // Calls of up to `tokens` tokens keep their compressor projections in LayerState::last_call (0:
+  // they are dropped). prepare() then allocates the record too.
+  void record_calls(int64_t tokens) { record_tokens_ = tokens; }
+
   // Times every op into `profile` (eager steps only: events are not captured into graphs here).
   void set_profile(OpProfile* profile) { profile_ = profile; }
   // Counts the bytes of later ops into `traffic` (null: none).
@@ -109,20 +122,27 @@ class CudaOps {
   Array attend(const Array& q, const Array& kv, const LayerState& state, const engine::Attention& a, int64_t start,
                const Selection* selected) const;
   void window_store(LayerState& state, const Array& kv, int64_t start, int window) const;
-  // Rewinding on the GPU is not built yet: the call's projections are dropped.
-  void keep_call_record(LayerState&, Array, Array, Array, Array) const {}
+  // Copies the call's projections into state.last_call when calls are recorded (record_calls).
+  void keep_call_record(LayerState& state, Array comp_kv, Array comp_gate, Array index_kv, Array index_gate) const;
+  // Pushes the first `keep` recorded tokens of the last call through the layer's compressors again
+  // (engine::Attention::replay), from the compressor state before that call, at the position
+  // StepPosition::device holds.
+  void replay_call(LayerState& state, const engine::Attention& a, int64_t keep) const;
   Array moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Array& x, const Ids& ids,
             LayerState& state) const;
 
  private:
   void count(double weight_bytes, double state_bytes) const;
   void prepare(DeviceCompressor& state, const engine::Compressor& compressor) const;
+  void compress(DeviceCompressor& state, const engine::Compressor& compressor, const float* kv, const float* gate,
+                int64_t n, int64_t start) const;
 
   DeviceWeights& w_;
   cudaStream_t stream_;
   StepPosition position_;
   Traffic* traffic_;
   bool keep_routing_;
+  int64_t record_tokens_ = 0;
   OpProfile* profile_ = nullptr;
 };
 

@@ -1,0 +1,43 @@
+#pragma once
+// The cheap exact rollback of a verify step on the GPU (engine::Model::rewind's device twin).
+// Before a call of up to `tokens` tokens, take_checkpoint saves on the device only what that call
+// can overwrite: the window-ring rows of its positions, the compressors' pending rows it reuses
+// and their overlap halves when it can close a window. Entries and index keys are append-only and
+// counted from the position, so nothing of them is saved. rewind() then puts those bytes back and
+// pushes the kept tokens' recorded projections (CudaModel::verify keeps them) through the
+// compressors again; the kept tokens' window rows are the call's own. Nothing of the model runs
+// again, and nothing moves to the host but the copy tables.
+#include <cstdint>
+#include <vector>
+
+#include "frank/cuda/byte_copies.cuh"
+#include "frank/cuda/cuda_model.h"
+
+namespace frank::cuda {
+
+struct DeviceCheckpoint {
+  // One saved piece of session state: `bytes` at `at`, kept at `offset` of `saved`. A window row
+  // names the call's token that writes it (restored only when that token is not kept); -1:
+  // always restored.
+  struct Piece {
+    uint8_t* at;
+    int64_t offset, bytes, token;
+  };
+  int64_t position = 0, tokens = 0;
+  DeviceArray<int64_t> position_at;  // [1]: `position`, where the replayed compressors read it
+  DeviceArray<uint8_t> saved;
+  std::vector<Piece> pieces;
+};
+
+// Saves what a call of up to `tokens` tokens at session.position can overwrite (issued on the
+// model's stream; nothing waits). Throws frank::Error when `tokens` exceeds the sliding window.
+DeviceCheckpoint take_checkpoint(CudaModel& model, DeviceSession& session, int64_t tokens);
+
+// The session as if only the first `keep` tokens fed since `checkpoint` had been consumed: equal
+// to a session that was fed exactly those. keep > 0 needs the session's last call to be the
+// verify call (CudaModel::verify) right after the checkpoint, or a rewind of it (so a step can be
+// rewound again, to fewer); keep == 0 undoes any calls since the checkpoint that it covers.
+// Throws frank::Error otherwise.
+void rewind(CudaModel& model, DeviceSession& session, const DeviceCheckpoint& checkpoint, int64_t keep);
+
+}  // namespace frank::cuda
