@@ -36,25 +36,25 @@ void finish(std::vector<int32_t>& generated, const GenerateOptions& o, int32_t e
   if (static_cast<int>(generated.size()) > o.max_tokens) generated.resize(static_cast<size_t>(o.max_tokens));
 }
 
-// Verify steps with the MTP drafter until the limit or the end-of-sequence token; `draft_tokens`
-// is a count or auto (chosen per step from measured costs).
-std::vector<int32_t> speculative(const engine::Model& model, const GenerateOptions& o,
+// Verify steps with the MTP drafter (on the CPU, over the streams the target returns) until the
+// limit or the end-of-sequence token; `draft_tokens` is a count or auto (chosen per step from
+// measured costs).
+std::vector<int32_t> speculative(const engine::Model& model, engine::VerifyTarget& target, const GenerateOptions& o,
                                  const std::vector<int32_t>& prompt, int draft_tokens) {
   std::optional<engine::DraftLengthChooser> chooser;
   if (draft_tokens == server::kAutoDraftTokens)
-    chooser.emplace(engine::DraftLengthChooser::auto_limit(model.config().sliding_window));
+    chooser.emplace(engine::DraftLengthChooser::auto_limit(target.max_verify_tokens()));
   engine::MtpDrafter drafter(model);
-  engine::SpeculativeDecoder decoder(model, drafter, draft_tokens, o.sampling, chooser ? &*chooser : nullptr);
-  engine::Session session = model.new_session();
+  engine::SpeculativeDecoder decoder(target, drafter, draft_tokens, o.sampling, chooser ? &*chooser : nullptr);
   Tensor streams;
-  const Tensor logits = model.forward(session, prompt, engine::Model::Logits::Last, &streams);
+  const Tensor logits = target.forward(prompt, engine::Model::Logits::Last, &streams);
   decoder.start(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols())), streams, 0);
   std::vector<int32_t> tokens = prompt;
   const auto eos = model.config().eos_token_id;
   while (static_cast<int>(tokens.size() - prompt.size()) < o.max_tokens &&
          (o.ignore_eos || std::find(tokens.begin() + static_cast<int64_t>(prompt.size()), tokens.end(), eos) ==
                               tokens.end()))
-    decoder.step(session, tokens, decoder.draft_tokens());
+    decoder.step(tokens, decoder.draft_tokens());
   const auto& st = decoder.stats();
   std::cerr << fmt::format(
       "{} verify steps, {} drafted, {} accepted ({:.2f} tokens per verify step)\n", st.verify_steps, st.drafted,
@@ -73,9 +73,7 @@ void run(const GenerateOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int32_t> generated;
   const int draft_tokens = parse_draft_tokens(o.draft_tokens);
-  if (draft_tokens != 0 && !backend.is_cpu())
-    throw Error("--draft-tokens: speculative decoding runs on the CPU backend only for now");
-  if (draft_tokens != 0) generated = speculative(*model, o, prompt, draft_tokens);
+  if (draft_tokens != 0) generated = speculative(*model, *backend.new_verify_target(), o, prompt, draft_tokens);
   // The token after `ids`: greedy is chosen where the logits are (on the GPU for --backend cuda).
   auto next_after = [&](std::span<const int32_t> ids) {
     if (o.sampling.temperature == 0.0f) return runner->forward_greedy(ids);

@@ -12,6 +12,7 @@
 #include "frank/model/synthetic.h"
 #ifdef FRANK_WITH_CUDA
 #include "frank/cuda/cuda_model.h"
+#include "frank/cuda/cuda_verify_target.h"
 #endif
 
 namespace frank::cli {
@@ -100,6 +101,27 @@ std::unique_ptr<engine::SessionRunner> Backend::new_runner() {
   if (gpu_) return std::make_unique<cuda::CudaRunner>(gpu_->model, gpu_->kv);
 #endif
   return std::make_unique<engine::CpuRunner>(model_);
+}
+
+namespace {
+
+// The CPU target with a session of its own (the session is constructed first: the base comes first).
+struct OwnedSession {
+  engine::Session session;
+};
+class OwningCpuVerifyTarget : private OwnedSession, public engine::CpuVerifyTarget {
+ public:
+  explicit OwningCpuVerifyTarget(const engine::Model& model)
+      : OwnedSession{model.new_session()}, CpuVerifyTarget(model, session) {}
+};
+
+}  // namespace
+
+std::unique_ptr<engine::VerifyTarget> Backend::new_verify_target() {
+#ifdef FRANK_WITH_CUDA
+  if (gpu_) return std::make_unique<cuda::CudaVerifyTarget>(gpu_->model, gpu_->kv);
+#endif
+  return std::make_unique<OwningCpuVerifyTarget>(model_);
 }
 
 std::string Backend::step_summary() const {

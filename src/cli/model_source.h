@@ -9,6 +9,7 @@
 
 #include "frank/engine/model.h"
 #include "frank/engine/session_runner.h"
+#include "frank/engine/verify_target.h"
 
 namespace frank::cli {
 
@@ -39,6 +40,8 @@ class Backend {
   bool is_cpu() const;
   // A fresh session on this backend.
   std::unique_ptr<engine::SessionRunner> new_runner();
+  // A fresh session on this backend, for speculative decoding.
+  std::unique_ptr<engine::VerifyTarget> new_verify_target();
   // One line on the GPU time of the calls so far (CUDA events), or "" on the CPU backend.
   std::string step_summary() const;
 

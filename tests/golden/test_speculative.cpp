@@ -6,11 +6,11 @@
 #include <fmt/format.h>
 
 #include <fstream>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <span>
 
 #include "fixture.h"
+#include "scripted_drafter.h"
 #include "frank/core/error.h"
 #include "frank/engine/model.h"
 #include "frank/engine/mtp_drafter.h"
@@ -21,23 +21,7 @@
 namespace frank::engine {
 namespace {
 
-// Proposes the reference continuation, wrong where `wrong(position)` says so.
-class ScriptedDrafter : public Drafter {
- public:
-  ScriptedDrafter(std::vector<int32_t> reference, int vocab, std::function<bool(size_t)> wrong)
-      : reference_(std::move(reference)), vocab_(vocab), wrong_(std::move(wrong)) {}
-  std::vector<Draft> propose(std::span<const int32_t> tokens, int k) override {
-    std::vector<Draft> out;
-    for (size_t at = tokens.size(); at < tokens.size() + static_cast<size_t>(k) && at < reference_.size(); ++at)
-      out.push_back({wrong_(at) ? (reference_[at] + 1) % vocab_ : reference_[at], {}});
-    return out;
-  }
-
- private:
-  std::vector<int32_t> reference_;
-  int vocab_;
-  std::function<bool(size_t)> wrong_;
-};
+using test::ScriptedDrafter;
 
 TEST(SpeculativeGolden, GreedyEqualsPlainGreedyForEveryDrafter) {
   const size_t prompt_length = 6, generated = 48;
@@ -57,21 +41,17 @@ TEST(SpeculativeGolden, GreedyEqualsPlainGreedyForEveryDrafter) {
       logits = model.forward(s, std::span<const int32_t>(&next, 1));
     }
 
-    const std::vector<std::pair<const char*, std::function<bool(size_t)>>> drafters = {
-        {"right", [](size_t) { return false; }},
-        {"wrong", [](size_t) { return true; }},
-        {"mixed", [](size_t at) { return at % 3 == 0 || at % 7 == 0; }},
-    };
     for (int k = 1; k <= 4; ++k)
-      for (const auto& [name, wrong] : drafters) {
+      for (const auto& [name, wrong] : test::scripted_drafters()) {
         ScriptedDrafter drafter(plain, static_cast<int>(f.vocab), wrong);
-        SpeculativeDecoder decoder(model, drafter, k, SamplingParams{});
         std::vector<int32_t> tokens = prompt;
         Session session = model.new_session();
+        CpuVerifyTarget target(model, session);
+        SpeculativeDecoder decoder(target, drafter, k, SamplingParams{});
         Tensor streams;
         const Tensor prefill = model.forward(session, tokens, Model::Logits::Last, &streams);
         decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(f.vocab)), streams, 0);
-        while (tokens.size() < plain.size()) decoder.step(session, tokens, decoder.draft_tokens());
+        while (tokens.size() < plain.size()) decoder.step(tokens, decoder.draft_tokens());
         tokens.resize(plain.size());
         ASSERT_EQ(tokens, plain) << f.name() << ": k = " << k << ", drafter " << name;
         const auto& st = decoder.stats();
@@ -103,18 +83,21 @@ TEST(SpeculativeGolden, EndingInsideAStepRewindsToTheLastUsedToken) {
     logits = model.forward(s, std::span<const int32_t>(&plain.back(), 1), Model::Logits::Last);
   }
   ScriptedDrafter drafter(plain, static_cast<int>(f.vocab), [](size_t) { return false; });
-  SpeculativeDecoder decoder(model, drafter, 4, SamplingParams{});
   std::vector<int32_t> tokens = prompt;
   Session session = model.new_session();
+  CpuVerifyTarget target(model, session);
+  SpeculativeDecoder decoder(target, drafter, 4, SamplingParams{});
   Tensor streams;
   const Tensor prefill = model.forward(session, tokens, Model::Logits::Last, &streams);
   decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(f.vocab)), streams, 0);
-  const auto emitted = decoder.step(session, tokens, 4);
+  const auto emitted = decoder.step(tokens, 4);
   ASSERT_EQ(emitted.size(), 5u);
   const int32_t probe = 7;
-  for (int keep = 1; keep <= 5; ++keep) {
-    Session kept = decoder.rewind_last_step(session, keep);
-    ASSERT_EQ(kept.position, static_cast<int64_t>(prompt.size()) + keep);
+  // Each rewind keeps fewer tokens of the same step (a request's end is only ever moved earlier).
+  for (int keep = 5; keep >= 1; --keep) {
+    decoder.rewind_last_step(keep);
+    ASSERT_EQ(session.position, static_cast<int64_t>(prompt.size()) + keep);
+    Session kept = session;
     const Tensor got = model.forward(kept, std::span<const int32_t>(&probe, 1));
     std::vector<int32_t> fed(tokens.begin(), tokens.begin() + static_cast<int64_t>(prompt.size()) + keep);
     fed.push_back(probe);
@@ -122,7 +105,8 @@ TEST(SpeculativeGolden, EndingInsideAStepRewindsToTheLastUsedToken) {
     const Tensor want = model.forward(fresh, fed, Model::Logits::Last);
     for (int64_t v = 0; v < f.vocab; ++v) ASSERT_EQ(got.row(0)[v], want.row(0)[v]) << "kept " << keep;
   }
-  EXPECT_THROW(decoder.rewind_last_step(session, 0), Error);
+  EXPECT_THROW(decoder.rewind_last_step(0), Error);
+  EXPECT_THROW(decoder.rewind_last_step(2), Error);  // the step was already rewound to 1
 }
 
 // The same with the model's own MTP block drafting (the fixture with an MTP block), k = 1..4.
@@ -144,13 +128,14 @@ TEST(SpeculativeGolden, MtpDraftedGreedyEqualsPlainGreedy) {
   }
   for (int k = 1; k <= 4; ++k) {
     MtpDrafter drafter(model);
-    SpeculativeDecoder decoder(model, drafter, k, SamplingParams{});
     std::vector<int32_t> tokens = prompt;
     Session session = model.new_session();
+    CpuVerifyTarget target(model, session);
+    SpeculativeDecoder decoder(target, drafter, k, SamplingParams{});
     Tensor streams;
     const Tensor prefill = model.forward(session, tokens, Model::Logits::Last, &streams);
     decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(prefill.cols())), streams, 0);
-    while (tokens.size() < total) decoder.step(session, tokens, decoder.draft_tokens());
+    while (tokens.size() < total) decoder.step(tokens, decoder.draft_tokens());
     tokens.resize(total);
     ASSERT_EQ(tokens, plain) << "k = " << k;
     const auto& st = decoder.stats();

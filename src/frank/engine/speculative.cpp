@@ -56,16 +56,16 @@ Acceptance accept_drafts(const std::vector<std::vector<double>>& target, const s
   return {static_cast<int>(drafts.size()), target.back()};
 }
 
-SpeculativeDecoder::SpeculativeDecoder(const Model& model, Drafter& drafter, int draft_tokens,
+SpeculativeDecoder::SpeculativeDecoder(VerifyTarget& target, Drafter& drafter, int draft_tokens,
                                        const SamplingParams& sampling, DraftLengthChooser* chooser)
-    : model_(model),
+    : target_(target),
       drafter_(drafter),
       chooser_(chooser),
       k_(chooser ? chooser->max_draft_tokens() : draft_tokens),
       sampling_(sampling),
       rng_(sampling.seed) {
-  if (k_ < 0 || k_ + 1 > model.config().sliding_window)
-    throw Error(fmt::format("draft tokens must be in 0..{}, got {}", model.config().sliding_window - 1, k_));
+  if (k_ < 0 || k_ + 1 > target.max_verify_tokens())
+    throw Error(fmt::format("draft tokens must be in 0..{} here, got {}", target.max_verify_tokens() - 1, k_));
   stats_.accepted_at.assign(static_cast<size_t>(k_), 0);
 }
 
@@ -75,7 +75,7 @@ void SpeculativeDecoder::start(std::span<const float> logits, const Tensor& stre
   drafter_.observe(streams, first);
 }
 
-std::vector<EmittedToken> SpeculativeDecoder::step(Session& session, std::vector<int32_t>& tokens, int max_drafts) {
+std::vector<EmittedToken> SpeculativeDecoder::step(std::vector<int32_t>& tokens, int max_drafts) {
   if (pending_.empty()) throw Error("speculative decoding: step() before start()");
   const auto started = std::chrono::steady_clock::now();
   const int32_t next = draw_token(pending_, rng_);
@@ -86,17 +86,17 @@ std::vector<EmittedToken> SpeculativeDecoder::step(Session& session, std::vector
 
   std::vector<int32_t> fed{next};
   for (const Draft& d : drafts) fed.push_back(d.token);
-  last_step_ = take_checkpoint(session);
-  const SessionCheckpoint& before = last_step_;
+  last_step_start_ = target_.position();
   Tensor streams;
-  const Tensor logits = model_.forward(session, fed, Model::Logits::All, &streams);
+  const Tensor logits = target_.verify(fed, streams);
   std::vector<std::vector<double>> target;
   for (int64_t r = 0; r < logits.rows(); ++r)
     target.push_back(
         sampling_distribution(std::span<const float>(logits.row(r), static_cast<size_t>(logits.cols())), sampling_));
 
   Acceptance a = accept_drafts(target, drafts, rng_);
-  if (a.accepted < static_cast<int>(drafts.size())) session = model_.rewind(before, session, 1 + a.accepted);
+  if (a.accepted < static_cast<int>(drafts.size())) target_.rewind(1 + a.accepted);
+  last_step_kept_ = 1 + a.accepted;
   std::vector<EmittedToken> emitted{{next, std::move(pending_logits_)}};
   for (int i = 0; i < a.accepted; ++i) {
     tokens.push_back(drafts[static_cast<size_t>(i)].token);
@@ -107,7 +107,7 @@ std::vector<EmittedToken> SpeculativeDecoder::step(Session& session, std::vector
   pending_logits_.assign(logits.row(a.accepted), logits.row(a.accepted) + logits.cols());
   streams.shape[0] = 1 + a.accepted;  // the kept positions' rows come first
   streams.data.resize(static_cast<size_t>(streams.shape[0] * streams.shape[1]));
-  drafter_.observe(streams, before.position);
+  drafter_.observe(streams, last_step_start_);
 
   if (chooser_)
     chooser_->observe(static_cast<int>(drafts.size()), a.accepted,
@@ -120,10 +120,11 @@ std::vector<EmittedToken> SpeculativeDecoder::step(Session& session, std::vector
   return emitted;
 }
 
-Session SpeculativeDecoder::rewind_last_step(const Session& session, int keep) const {
-  if (keep < 1 || last_step_.position + keep > session.position)
+void SpeculativeDecoder::rewind_last_step(int keep) {
+  if (keep < 1 || keep > last_step_kept_ || target_.position() != last_step_start_ + last_step_kept_)
     throw Error(fmt::format("speculative decoding: cannot keep {} tokens of the last step", keep));
-  return model_.rewind(last_step_, session, keep);
+  if (keep < last_step_kept_) target_.rewind(keep);
+  last_step_kept_ = keep;
 }
 
 }  // namespace frank::engine

@@ -1,7 +1,8 @@
 #pragma once
 // Speculative decoding: a drafter proposes the next k tokens, the model checks them in one verify
 // step (a forward call of k+1 tokens), and the longest acceptable prefix is kept; the session is
-// rewound past the rest (Model::rewind: nothing accepted is recomputed).
+// rewound past the rest (VerifyTarget::rewind: nothing accepted is recomputed). The target is the
+// model on any backend (verify_target.h); the acceptance rule below is the same for all.
 //
 // Acceptance is the rejection rule of Leviathan et al. (2023) and Chen et al. (2023): draft d_i,
 // proposed with probability q_i(d_i), is accepted with probability min(1, p_i(d_i) / q_i(d_i)),
@@ -19,6 +20,7 @@
 #include "frank/core/tensor.h"
 #include "frank/engine/draft_length.h"
 #include "frank/engine/model.h"
+#include "frank/engine/verify_target.h"
 #include "frank/engine/sampling.h"
 
 namespace frank::engine {
@@ -73,25 +75,26 @@ class SpeculativeDecoder {
  public:
   // `chooser`, when given (--draft-tokens auto), picks each step's draft count from measured costs
   // and is told how each step went; draft_tokens is then ignored (the chooser's maximum applies).
-  SpeculativeDecoder(const Model& model, Drafter& drafter, int draft_tokens, const SamplingParams& sampling,
+  // Throws frank::Error when k + 1 tokens do not fit one verify call of the target.
+  SpeculativeDecoder(VerifyTarget& target, Drafter& drafter, int draft_tokens, const SamplingParams& sampling,
                      DraftLengthChooser* chooser = nullptr);
 
-  // After a prefill into `session`: `logits` are the logits of its last position, `streams` the
+  // After a prefill into the target's session: `logits` are the logits of its last position, `streams` the
   // prefill's residual streams of positions first .. (for the drafter).
   void start(std::span<const float> logits, const Tensor& streams, int64_t first);
   // One verify step: draws the next token, asks the drafter for up to min(k, max_drafts) more (k:
   // fixed, or the chooser's pick),
   // feeds them all in one forward call, keeps the accepted prefix (rewinding the rest) and appends
-  // the emitted tokens (1..k+1) to `tokens`, which the session has then consumed.
-  std::vector<EmittedToken> step(Session& session, std::vector<int32_t>& tokens, int max_drafts);
+  // the emitted tokens (1..k+1) to `tokens`, which the target's session has then consumed.
+  std::vector<EmittedToken> step(std::vector<int32_t>& tokens, int max_drafts);
   int draft_tokens() const { return k_; }
   const SpeculativeStats& stats() const { return stats_; }
-  // After a step whose emitted tokens were not all used (the request ended at one of them): the
-  // session as if only the first `keep` (>= 1) emitted tokens of that step had been fed.
-  Session rewind_last_step(const Session& session, int keep) const;
+  // After a step whose emitted tokens were not all used (the request ended at one of them): takes
+  // the target's session to where only the first `keep` (>= 1) emitted tokens of that step were fed.
+  void rewind_last_step(int keep);
 
  private:
-  const Model& model_;
+  VerifyTarget& target_;
   Drafter& drafter_;
   DraftLengthChooser* chooser_;
   int k_;
@@ -99,7 +102,7 @@ class SpeculativeDecoder {
   std::mt19937_64 rng_;
   std::vector<double> pending_;        // the distribution of the next token
   std::vector<float> pending_logits_;  // the model's logits there
-  SessionCheckpoint last_step_;        // the session before the last step's forward call
+  int64_t last_step_start_ = 0, last_step_kept_ = 0;  // the last step's first position and kept tokens
   SpeculativeStats stats_;
 };
 

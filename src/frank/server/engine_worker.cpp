@@ -201,7 +201,8 @@ JobEnd EngineWorker::generate(Job& job) {
     // Verify steps; a step that emits past the token ending the request is rewound to it.
     engine::Session& session = *sessions_.host_session();
     engine::MtpDrafter drafter(model_);
-    engine::SpeculativeDecoder decoder(model_, drafter, draft_tokens_, req.sampling,
+    engine::CpuVerifyTarget target(model_, session);
+    engine::SpeculativeDecoder decoder(target, drafter, draft_tokens_, req.sampling,
                                        chooser_ ? &*chooser_ : nullptr);
     decoder.start(row(logits, logits.rows() - 1), prefill_streams, session.position - prefill_streams.rows());
     while (true) {
@@ -209,14 +210,14 @@ JobEnd EngineWorker::generate(Job& job) {
           std::min(static_cast<int>(context_length_ - session.position) - 1, limit - end.completion_tokens - 1);
       const int64_t position_before = session.position;
       const auto step_start = Clock::now();
-      const auto emitted = decoder.step(session, fed, room);
+      const auto emitted = decoder.step(fed, room);
       const double seconds = seconds_since(step_start);
       record_verify_step(session, emitted.size(), seconds, decoder.stats());
       for (size_t i = 0; i < emitted.size(); ++i)
         if (const char* why = emit(emitted[i].logits, emitted[i].id, position_before + static_cast<int64_t>(i))) {
           // The request ends inside the step: keep the session at its last emitted token, so the
           // prefix cache holds exactly what the client saw.
-          if (i + 1 < emitted.size()) session = decoder.rewind_last_step(session, static_cast<int>(i) + 1);
+          if (i + 1 < emitted.size()) decoder.rewind_last_step(static_cast<int>(i) + 1);
           return finish(why);
         }
     }

@@ -1,0 +1,39 @@
+#pragma once
+// The CUDA backend as speculative decoding's target (engine::VerifyTarget): one device session;
+// verify calls are CudaModel::verify steps (graph-captured, at most kGraphTokens tokens) after a
+// device checkpoint, and a rewind is the device rollback of device_checkpoint.h.
+#include <algorithm>
+
+#include "frank/cuda/device_checkpoint.h"
+#include "frank/engine/verify_target.h"
+
+namespace frank::cuda {
+
+class CudaVerifyTarget : public engine::VerifyTarget {
+ public:
+  explicit CudaVerifyTarget(CudaModel& model, KvFormat kv = KvFormat::F32)
+      : model_(model), session_(model.new_session(kv)) {}
+
+  const model::ModelConfig& config() const override { return model_.model().config(); }
+  int64_t position() const override { return session_.position; }
+  int max_verify_tokens() const override {
+    return static_cast<int>(std::min<int64_t>(CudaModel::kGraphTokens, config().sliding_window));
+  }
+  Tensor forward(std::span<const int32_t> ids, engine::Model::Logits logits, Tensor* streams) override {
+    return model_.forward(session_, ids, logits, streams);
+  }
+  Tensor verify(std::span<const int32_t> ids, Tensor& streams) override {
+    before_ = take_checkpoint(model_, session_, static_cast<int64_t>(ids.size()));
+    return model_.verify(session_, ids, streams);
+  }
+  void rewind(int keep) override { cuda::rewind(model_, session_, before_, keep); }
+
+  DeviceSession& session() { return session_; }
+
+ private:
+  CudaModel& model_;
+  DeviceSession session_;
+  DeviceCheckpoint before_;  // the session before the last verify call
+};
+
+}  // namespace frank::cuda
