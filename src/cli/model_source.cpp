@@ -127,24 +127,29 @@ std::unique_ptr<engine::VerifyTarget> Backend::new_verify_target() {
 std::string Backend::step_summary() const {
 #ifdef FRANK_WITH_CUDA
   if (!gpu_) return "";
-  std::vector<float> decode;
+  // Graph-sized calls by their token count (1: decode steps; 2..8: verify steps and short
+  // prefills), the rest together.
+  std::vector<std::vector<float>> by_tokens(static_cast<size_t>(cuda::CudaModel::kGraphTokens) + 1);
   double other_ms = 0;
   int64_t other_calls = 0, replayed = 0;
   for (const cuda::StepTime& t : gpu_->model.step_times()) {
-    if (t.tokens == 1) {
-      decode.push_back(t.ms);
+    if (t.tokens <= cuda::CudaModel::kGraphTokens) {
+      by_tokens[static_cast<size_t>(t.tokens)].push_back(t.ms);
       replayed += t.graph ? 1 : 0;
     } else {
       other_ms += t.ms;
       ++other_calls;
     }
   }
-  std::string line = fmt::format("cuda: {} other call(s) in {:.2f} ms", other_calls, other_ms);
-  if (!decode.empty()) {
-    std::sort(decode.begin(), decode.end());
-    auto at = [&](double q) { return decode[static_cast<size_t>(q * static_cast<double>(decode.size() - 1))]; };
-    line += fmt::format("; {} one-token step(s), {} replayed as graphs: median {:.3f} ms, p10-p90 {:.3f}-{:.3f} ms",
-                        decode.size(), replayed, at(0.5), at(0.1), at(0.9));
+  std::string line = fmt::format("cuda: {} longer call(s) in {:.2f} ms; {} call(s) replayed as graphs", other_calls,
+                                 other_ms, replayed);
+  for (size_t tokens = 1; tokens < by_tokens.size(); ++tokens) {
+    std::vector<float>& ms = by_tokens[tokens];
+    if (ms.empty()) continue;
+    std::sort(ms.begin(), ms.end());
+    auto at = [&](double q) { return ms[static_cast<size_t>(q * static_cast<double>(ms.size() - 1))]; };
+    line += fmt::format("; {} {}-token step(s): median {:.3f} ms, p10-p90 {:.3f}-{:.3f} ms", ms.size(), tokens,
+                        at(0.5), at(0.1), at(0.9));
   }
   return line + " (GPU time, CUDA events)";
 #else
