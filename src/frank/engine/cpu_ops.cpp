@@ -120,10 +120,14 @@ Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, const LayerState& state
   return heads;
 }
 
-void CpuOps::window_store(LayerState& state, const Tensor& kv, int64_t start, int window) const {
+void store_window_rows(std::vector<float>& ring, const Tensor& kv, int64_t start, int window) {
   const int64_t n = kv.rows(), hd = kv.cols();
   for (int64_t t = std::max<int64_t>(0, n - window); t < n; ++t)
-    std::copy_n(kv.row(t), hd, state.window.begin() + ((start + t) % window) * hd);
+    std::copy_n(kv.row(t), hd, ring.begin() + ((start + t) % window) * hd);
+}
+
+void CpuOps::window_store(LayerState& state, const Tensor& kv, int64_t start, int window) const {
+  store_window_rows(state.window, kv, start, window);
 }
 
 void CpuOps::keep_call_record(LayerState& state, Tensor comp_kv, Tensor comp_gate, Tensor index_kv,

@@ -15,6 +15,10 @@
 
 namespace frank::engine {
 
+// The window ring keeps the last `window` of the chunk's rows kv [n, dim] (positions start ..):
+// position p sits in row p % window.
+void store_window_rows(std::vector<float>& ring, const Tensor& kv, int64_t start, int window);
+
 class CpuOps {
  public:
   // `dump`, when given, receives every indexer score row index_select selects from.

@@ -8,7 +8,7 @@ namespace frank::engine {
 namespace {
 
 // m = fn · (x * rsqrt(mean(x^2) + eps)) over the flattened N*D streams (normalise, then project).
-std::vector<float> mix_logits(const model::ModelConfig& c, const Tensor& fn, const float* streams) {
+std::vector<float> mix_logits(const model::CommonConfig& c, const Tensor& fn, const float* streams) {
   const int64_t width = int64_t{c.hc_mult} * c.hidden_size;
   std::vector<float> normed(streams, streams + width);
   cpu::rms_norm(normed.data(), width, nullptr, c.rms_norm_eps);
@@ -45,7 +45,7 @@ void sinkhorn(float* comb, int n, int iters, float eps) {
   }
 }
 
-HyperConnectionMix hc_mapping(const model::ModelConfig& c, const model::HyperConnectionWeights& w,
+HyperConnectionMix hc_mapping(const model::CommonConfig& c, const model::HyperConnectionWeights& w,
                               const float* streams) {
   const int N = c.hc_mult;
   const auto m = mix_logits(c, w.fn, streams);
@@ -81,7 +81,7 @@ void hc_expand(const HyperConnectionMix& mix, const float* sublayer, int dim, fl
     }
 }
 
-void hyper_head(const model::ModelConfig& c, const model::HyperConnectionWeights& w, const float* streams, float* out) {
+void hyper_head(const model::CommonConfig& c, const model::HyperConnectionWeights& w, const float* streams, float* out) {
   const int N = c.hc_mult;
   const auto m = mix_logits(c, w.fn, streams);
   std::vector<float> pre(N);

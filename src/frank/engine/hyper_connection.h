@@ -16,7 +16,7 @@ struct HyperConnectionMix {
 };
 
 // The mapping of one site for one token; `streams` is [N, D] (stream-major, as flattened).
-HyperConnectionMix hc_mapping(const model::ModelConfig& c, const model::HyperConnectionWeights& w,
+HyperConnectionMix hc_mapping(const model::CommonConfig& c, const model::HyperConnectionWeights& w,
                               const float* streams);
 
 // Sinkhorn projection of comb logits [N*N] (row j = source stream): row softmax + eps, column
@@ -30,6 +30,6 @@ void collapse_streams(const float* streams, const std::vector<float>& weights, i
 void hc_expand(const HyperConnectionMix& mix, const float* sublayer, int dim, float* streams);
 
 // Final hyper-head: collapse with sigmoid(hc_fn · RMS(x) * scale + base) + eps weights, no Sinkhorn.
-void hyper_head(const model::ModelConfig& c, const model::HyperConnectionWeights& w, const float* streams, float* out);
+void hyper_head(const model::CommonConfig& c, const model::HyperConnectionWeights& w, const float* streams, float* out);
 
 }  // namespace frank::engine

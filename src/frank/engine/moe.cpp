@@ -9,12 +9,12 @@
 
 namespace frank::engine {
 
-Routing route(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const float* x,
-              int32_t token) {
+Routing route(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer, const float* x,
+              int32_t token, float gate_temp) {
   const int E = c.n_routed_experts, k = c.experts_per_token;
   std::vector<float> scores(E);
   cpu::linear(x, 1, w.router, scores.data());
-  for (auto& s : scores) s = std::sqrt(cpu::softplus(s));
+  for (auto& s : scores) s = std::sqrt(cpu::softplus(s / gate_temp));
 
   Routing r;
   if (hash_layer) {
@@ -31,22 +31,24 @@ Routing route(const model::ModelConfig& c, const model::MoeWeights& w, bool hash
   return r;
 }
 
-void swiglu_expert(const model::ExpertWeights& e, float limit, const float* x, float* out) {
+void swiglu_expert(const model::ExpertWeights& e, float limit, const float* x, float* out, float weight) {
   const int64_t inter = e.gate.rows();
   std::vector<float> gate(inter), up(inter);
   cpu::linear(x, 1, e.gate, gate.data());
   cpu::linear(x, 1, e.up, up.data());
   for (int64_t i = 0; i < inter; ++i) gate[i] = cpu::silu(std::min(gate[i], limit)) * std::clamp(up[i], -limit, limit);
+  if (weight != 1.0f)
+    for (auto& g : gate) g *= weight;
   cpu::linear(gate.data(), 1, e.down, out);
 }
 
-Tensor moe_forward(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
-                   const std::vector<int32_t>& tokens, std::vector<int32_t>* chosen) {
+Tensor moe_forward(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
+                   const std::vector<int32_t>& tokens, std::vector<int32_t>* chosen, const MoeVariant& variant) {
   const int D = c.hidden_size;
   Tensor out({x.rows(), int64_t{D}});
   std::vector<float> y(D);
   for (int64_t t = 0; t < x.rows(); ++t) {
-    const Routing r = route(c, w, hash_layer, x.row(t), tokens[t]);
+    const Routing r = route(c, w, hash_layer, x.row(t), tokens[t], variant.gate_temp);
     if (chosen != nullptr) chosen->insert(chosen->end(), r.experts.begin(), r.experts.end());
     // Accumulate in ascending expert id, as transformers' expert loop does, then add the shared expert.
     std::vector<size_t> order(r.experts.size());
@@ -54,8 +56,13 @@ Tensor moe_forward(const model::ModelConfig& c, const model::MoeWeights& w, bool
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return r.experts[a] < r.experts[b]; });
     float* o = out.row(t);
     for (size_t i : order) {
-      swiglu_expert(w.experts[r.experts[i]], c.swiglu_limit, x.row(t), y.data());
-      for (int d = 0; d < D; ++d) o[d] += y[d] * r.weights[i];
+      if (variant.weight_before_down) {
+        swiglu_expert(w.experts[r.experts[i]], c.swiglu_limit, x.row(t), y.data(), r.weights[i]);
+        for (int d = 0; d < D; ++d) o[d] += y[d];
+      } else {
+        swiglu_expert(w.experts[r.experts[i]], c.swiglu_limit, x.row(t), y.data());
+        for (int d = 0; d < D; ++d) o[d] += y[d] * r.weights[i];
+      }
     }
     swiglu_expert(w.shared, c.swiglu_limit, x.row(t), y.data());
     for (int d = 0; d < D; ++d) o[d] += y[d];

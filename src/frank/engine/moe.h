@@ -17,15 +17,25 @@ struct Routing {
   std::vector<float> weights;    // [experts_per_token]
 };
 
-// One token's routing; `token` is needed by hash layers.
-Routing route(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const float* x, int32_t token);
+// What DeepSeek-V4.1's MoE does differently from V4's (dsv41-model.md §7), each as transformers
+// computes it: the router logits are divided by gate_temp before sqrt-softplus, and the routing
+// weight scales the expert's fp32 activation before `down` (V4: the expert's output after it).
+struct MoeVariant {
+  float gate_temp = 1.0f;
+  bool weight_before_down = false;
+};
 
-// down(silu(min(gate·x, limit)) * clamp(up·x, -limit, limit)), written to out [hidden].
-void swiglu_expert(const model::ExpertWeights& e, float limit, const float* x, float* out);
+// One token's routing; `token` is needed by hash layers.
+Routing route(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer, const float* x, int32_t token,
+              float gate_temp = 1.0f);
+
+// down(weight * silu(min(gate·x, limit)) * clamp(up·x, -limit, limit)), written to out [hidden].
+void swiglu_expert(const model::ExpertWeights& e, float limit, const float* x, float* out, float weight = 1.0f);
 
 // x: [n, hidden] (after post_attention_layernorm), tokens: the n token ids. Returns [n, hidden].
 // `chosen`, when given, receives each token's routed experts in the router's order, token-major.
-Tensor moe_forward(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
-                   const std::vector<int32_t>& tokens, std::vector<int32_t>* chosen = nullptr);
+Tensor moe_forward(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
+                   const std::vector<int32_t>& tokens, std::vector<int32_t>* chosen = nullptr,
+                   const MoeVariant& variant = {});
 
 }  // namespace frank::engine
