@@ -35,21 +35,6 @@ std::vector<Case> all_cases() {
   return cases;
 }
 
-// Feeds the fixture's own chunk list (the one transformers' chunked run used).
-Tensor fixture_chunk_logits(const engine::Model& model, const Fixture& f) {
-  const auto chunks = f.meta.at("chunks").get<std::vector<int64_t>>();
-  Tensor logits({static_cast<int64_t>(f.ids.size()), f.vocab});
-  auto session = model.new_session();
-  int64_t begin = 0;
-  for (int64_t n : chunks) {
-    const Tensor part = model.forward(session, std::span<const int32_t>(f.ids).subspan(begin, n));
-    std::copy(part.data.begin(), part.data.end(), logits.row(begin));
-    begin += n;
-  }
-  EXPECT_EQ(begin, static_cast<int64_t>(f.ids.size())) << "fixture chunk list does not cover the sequence";
-  return logits;
-}
-
 class Golden : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Golden, LogitsMatchTransformers) {
@@ -63,32 +48,19 @@ TEST_P(Golden, LogitsMatchTransformers) {
 
   Tensor logits;
   if (c.mode == "fixture-chunks") {
-    logits = fixture_chunk_logits(model, f);
+    engine::CpuRunner runner(model);
+    logits = fixture_chunk_logits(runner, f);
   } else {
     auto mode = engine::parse_feed_mode(c.mode);
     mode.prefill = f.meta.at("prefill").get<int64_t>();
     logits = engine::sequence_logits(model, f.ids, mode);
   }
 
-  double max_abs = 0.0, max_rel = 0.0;
-  int failures = 0;
-  std::string first_failure;
-  for (size_t t = 0; t < f.ids.size(); ++t)
-    for (int64_t v = 0; v < f.vocab; ++v) {
-      const double want = f.logits[t * f.vocab + v], got = logits.row(static_cast<int64_t>(t))[v];
-      const double diff = std::abs(got - want);
-      max_abs = std::max(max_abs, diff);
-      max_rel = std::max(max_rel, diff / std::max(1.0, std::abs(want)));
-      if (!(diff <= kRelTolerance * std::max(1.0, std::abs(want)))) {
-        if (failures++ == 0)
-          first_failure = fmt::format("position {} (token {}), vocab {}: frank {} vs transformers {}", t, f.ids[t], v,
-                                      got, want);
-      }
-    }
+  const LogitComparison r = compare_logits(f, logits, kRelTolerance);
   std::cout << fmt::format("[golden] {} mode {}: {} tokens, max |diff| {:.3g}, max scaled diff {:.3g}\n", f.name(),
-                           c.mode, f.ids.size(), max_abs, max_rel);
-  EXPECT_EQ(failures, 0) << f.name() << " mode " << c.mode << ": " << failures << " logits out of tolerance; first at "
-                         << first_failure;
+                           c.mode, f.ids.size(), r.max_abs, r.max_rel);
+  EXPECT_EQ(r.failures, 0) << f.name() << " mode " << c.mode << ": " << r.failures
+                           << " logits out of tolerance; first at " << r.first_failure;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::ValuesIn(all_cases()), [](const auto& info) {

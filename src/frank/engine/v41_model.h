@@ -1,0 +1,55 @@
+#pragma once
+// V41Model: the DeepSeek-V4.1 text forward pass on the CPU in fp32 (dsv41-model.md §3-7), over
+// explicit session state. A call consumes a chunk of tokens at the session's next positions and
+// returns their logits, so full-sequence, chunked prefill and one-token decode are one code path.
+// Per layer: Engram (on its layers), then two single-pass mHC sites (attention, MoE), each
+// collapsing the streams with the previous site's `pre`.
+#include <cstdint>
+#include <span>
+
+#include "frank/core/tensor.h"
+#include "frank/engine/model.h"
+#include "frank/engine/session_runner.h"
+#include "frank/engine/v41_attention.h"
+#include "frank/engine/v41_session.h"
+#include "frank/model/loader_v41.h"
+
+namespace frank::engine {
+
+class V41Model {
+ public:
+  explicit V41Model(model::LoadedV41Model loaded);
+  V41Model(const V41Model&) = delete;
+  V41Model& operator=(const V41Model&) = delete;
+
+  const model::V41Config& config() const { return config_; }
+  V41Session new_session() const { return V41Session(config_, engram_); }
+
+  // Logits [ids.size(), vocab] (or [1, vocab] for Logits::Last) of `ids` at positions
+  // session.position ...; advances the session. Throws frank::Error (leaving the session untouched)
+  // for ids outside the vocabulary or a sequence longer than max_position_embeddings.
+  Tensor forward(V41Session& session, std::span<const int32_t> ids, Model::Logits logits = Model::Logits::All) const;
+
+ private:
+  void check_call(int64_t position, std::span<const int32_t> ids) const;
+
+  model::V41Config config_;
+  model::V41Weights weights_;
+  model::EngramLayout engram_;
+  V41Ropes ropes_;
+};
+
+// One V4.1 session on the CPU reference, for the commands that feed tokens and read logits.
+class V41Runner : public SessionRunner {
+ public:
+  explicit V41Runner(const V41Model& model) : model_(model), session_(model.new_session()) {}
+  Tensor forward(std::span<const int32_t> ids, Model::Logits logits) override {
+    return model_.forward(session_, ids, logits);
+  }
+
+ private:
+  const V41Model& model_;
+  V41Session session_;
+};
+
+}  // namespace frank::engine
