@@ -62,36 +62,63 @@ std::vector<int32_t> speculative(const engine::Model& model, engine::VerifyTarge
   return {tokens.begin() + static_cast<int64_t>(prompt.size()), tokens.end()};
 }
 
+// Plain decoding on one session: the token after the prompt, then one token per call until the limit
+// or the end-of-sequence token. Greedy is chosen where the logits are (on the GPU for --backend cuda).
+std::vector<int32_t> decode(engine::SessionRunner& runner, const GenerateOptions& o, const std::vector<int32_t>& prompt,
+                            int32_t eos) {
+  engine::Sampler sampler(o.sampling);
+  auto next_after = [&](std::span<const int32_t> ids) {
+    if (o.sampling.temperature == 0.0f) return runner.forward_greedy(ids);
+    const Tensor logits = runner.forward(ids, engine::Model::Logits::Last);
+    return sampler.next(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols())));
+  };
+  std::vector<int32_t> generated;
+  int32_t next = next_after(prompt);
+  while (true) {
+    generated.push_back(next);
+    if (next == eos && !o.ignore_eos) break;
+    if (static_cast<int>(generated.size()) == o.max_tokens) break;
+    next = next_after(std::span<const int32_t>(&next, 1));
+  }
+  return generated;
+}
+
+void report(const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
+            std::chrono::steady_clock::time_point start) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << fmt::format("{} prompt + {} generated tokens in {:.3f} s\n", prompt.size(), generated.size(), seconds);
+}
+
+// DeepSeek-V4.1 on the CPU reference (its DSpark drafter is not built yet: no --draft-tokens).
+void run_v41(const GenerateOptions& o) {
+  if (parse_draft_tokens(o.draft_tokens) != 0)
+    throw Error("--draft-tokens: DeepSeek-V4.1's DSpark drafter is not supported yet");
+  const auto model = o.source.load_v41();
+  const auto& config = model->config();
+  const auto prompt = o.ids.empty() ? std::vector<int32_t>{config.bos_token_id} : parse_ids(o.ids);
+  engine::V41Runner runner(*model);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int32_t> generated = decode(runner, o, prompt, config.eos_token_id);
+  finish(generated, o, config.eos_token_id);
+  report(prompt, generated, start);
+  std::cout << format_ids(generated) << "\n";
+}
+
 void run(const GenerateOptions& o) {
+  if (o.source.is_v41()) return run_v41(o);
   const auto model = o.source.load();
   const auto& config = model->config();
   const auto prompt = o.ids.empty() ? std::vector<int32_t>{config.bos_token_id} : parse_ids(o.ids);
-  engine::Sampler sampler(o.sampling);
   Backend backend(*model, o.source);
   const auto runner = backend.new_runner();
 
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int32_t> generated;
   const int draft_tokens = parse_draft_tokens(o.draft_tokens);
-  if (draft_tokens != 0) generated = speculative(*model, *backend.new_verify_target(), o, prompt, draft_tokens);
-  // The token after `ids`: greedy is chosen where the logits are (on the GPU for --backend cuda).
-  auto next_after = [&](std::span<const int32_t> ids) {
-    if (o.sampling.temperature == 0.0f) return runner->forward_greedy(ids);
-    const Tensor logits = runner->forward(ids, engine::Model::Logits::Last);
-    return sampler.next(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols())));
-  };
-  if (draft_tokens == 0) {
-    int32_t next = next_after(prompt);
-    while (true) {
-      generated.push_back(next);
-      if (next == config.eos_token_id && !o.ignore_eos) break;
-      if (static_cast<int>(generated.size()) == o.max_tokens) break;
-      next = next_after(std::span<const int32_t>(&next, 1));
-    }
-  }
+  std::vector<int32_t> generated = draft_tokens != 0
+                                       ? speculative(*model, *backend.new_verify_target(), o, prompt, draft_tokens)
+                                       : decode(*runner, o, prompt, config.eos_token_id);
   finish(generated, o, config.eos_token_id);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cerr << fmt::format("{} prompt + {} generated tokens in {:.3f} s\n", prompt.size(), generated.size(), seconds);
+  report(prompt, generated, start);
   if (const std::string gpu = backend.step_summary(); !gpu.empty()) std::cerr << gpu << "\n";
   std::cout << format_ids(generated) << "\n";
 }

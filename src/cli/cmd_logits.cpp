@@ -30,10 +30,17 @@ void run(const LogitsOptions& o) {
     if (mode.kind != engine::FeedMode::Kind::Incremental) throw Error("--prefill applies to --mode incremental only");
     mode.prefill = o.prefill;
   }
-  const auto model = o.source.load();
-  Backend backend(*model, o.source);
-  const auto runner = backend.new_runner();
-  const Tensor logits = engine::sequence_logits(*runner, model->config().vocab_size, ids, mode);
+  Tensor logits;
+  if (o.source.is_v41()) {
+    const auto model = o.source.load_v41();
+    engine::V41Runner runner(*model);
+    logits = engine::sequence_logits(runner, model->config().vocab_size, ids, mode);
+  } else {
+    const auto model = o.source.load();
+    Backend backend(*model, o.source);
+    const auto runner = backend.new_runner();
+    logits = engine::sequence_logits(*runner, model->config().vocab_size, ids, mode);
+  }
   std::ofstream out(o.out, std::ios::binary);
   if (!out) throw Error(fmt::format("cannot open '{}' for writing", o.out));
   out.write(reinterpret_cast<const char*>(logits.data.data()), static_cast<std::streamsize>(logits.numel() * 4));

@@ -8,7 +8,11 @@
 
 #include "frank/core/error.h"
 #include "frank/engine/kv_record.h"
+#include <nlohmann/json.hpp>
+
+#include "frank/model/config_common.h"
 #include "frank/model/loader.h"
+#include "frank/model/loader_v41.h"
 #include "frank/model/synthetic.h"
 #ifdef FRANK_WITH_CUDA
 #include "frank/cuda/cuda_model.h"
@@ -37,6 +41,36 @@ void ModelSource::add_options(CLI::App& app) {
   app.add_option("--dump-topk-rows", dump_topk_rows,
                  "write every indexer score row of the run to DIR/topk-rows.bin (CPU backend; for frank_topk_check "
                  "--rows)");
+  app.add_option("--engram-data", engram_data,
+                 "DeepSeek-V4.1 with Engram layers: safetensors with engram.token_map and engram.multipliers "
+                 "(default: DIR/engram_hash.safetensors)");
+}
+
+bool ModelSource::is_v41() const {
+  if (model_dir.empty()) return false;
+  const auto type = model::read_config_json(model_dir).value("model_type", std::string());
+  return type == "deepseek_v41" || type == "deepseek_v41_text";
+}
+
+std::unique_ptr<engine::V41Model> ModelSource::load_v41() const {
+  if (backend != "cpu")
+    throw Error(fmt::format("--backend {}: DeepSeek-V4.1 runs on the CPU reference only for now", backend));
+  if (engine::parse_kv_format(kv_dtype) != engine::KvFormat::F32)
+    throw Error(fmt::format("--kv-dtype {}: the CPU reference keeps K=V rows in fp32", kv_dtype));
+  if (!dump_topk_rows.empty()) throw Error("--dump-topk-rows: not available for DeepSeek-V4.1 yet");
+  model::LoadedV41Model m = [&] {
+    try {
+      return model::load_v41_model(model_dir, engram_data);
+    } catch (const Error& e) {
+      if (!engram_data.empty() || std::string(e.what()).find("engram.token_map") == std::string::npos) throw;
+      throw Error(std::string(e.what()) + " (give the file with --engram-data FILE)");
+    }
+  }();
+  for (const auto& note : m.notes) std::cerr << "note: " << note << "\n";
+  if (!m.unused_tensors.empty())
+    std::cerr << fmt::format("warning: {} checkpoint tensor(s) were not used, e.g. '{}'\n", m.unused_tensors.size(),
+                             m.unused_tensors.front());
+  return std::make_unique<engine::V41Model>(std::move(m));
 }
 
 std::unique_ptr<engine::Model> ModelSource::load() const {

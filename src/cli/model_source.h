@@ -9,6 +9,7 @@
 
 #include "frank/engine/model.h"
 #include "frank/engine/session_runner.h"
+#include "frank/engine/v41_model.h"
 #include "frank/engine/verify_target.h"
 
 namespace frank::cli {
@@ -22,11 +23,17 @@ struct ModelSource {
   bool cuda_graphs = true;
   std::string kv_dtype = "fp32";  // how the session stores K=V rows (cuda: fp32 | bf16 | fp8; cpu: fp32 only)
   std::string dump_topk_rows;  // a directory: the indexer's score rows of the run (CPU backend)
+  std::string engram_data;     // DeepSeek-V4.1: the Engram token map and multipliers (safetensors)
 
   void add_options(CLI::App& app);
   // Loads the model (on the host; a GPU backend uploads from it); prints a warning for checkpoint
   // tensors it did not use. Throws frank::Error for a backend this build does not have.
   std::unique_ptr<engine::Model> load() const;
+  // True when --model names a DeepSeek-V4.1 checkpoint (config.json model_type deepseek_v41).
+  bool is_v41() const;
+  // Loads it for the CPU reference (the only V4.1 backend so far); prints what the loader skipped.
+  // Throws frank::Error for options V4.1 does not support.
+  std::unique_ptr<engine::V41Model> load_v41() const;
 };
 
 // The backend a command computes on: the CPU reference, or the GPU (builds with -DFRANK_CUDA=ON).

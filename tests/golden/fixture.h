@@ -56,6 +56,16 @@ inline Fixture load_fixture(const std::filesystem::path& dir) {
   return f;
 }
 
+// A logits file `frank logits` wrote: float32 [f.ids.size(), f.vocab]; throws frank::Error when its
+// size is different.
+inline std::vector<float> read_logits_file(const Fixture& f, const std::filesystem::path& path) {
+  std::vector<float> got(f.logits.size());
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
+  if (!in || in.peek() != EOF) throw Error(path.string() + ": the logits file has the wrong size");
+  return got;
+}
+
 // Logits of the fixture's ids fed to a fresh session in the fixture's own chunk list (the one
 // transformers' chunked run used).
 inline Tensor fixture_chunk_logits(engine::SessionRunner& fresh, const Fixture& f) {

@@ -31,10 +31,7 @@ TEST(Cli, LogitsContractIncremental) {
                                        f.dir.string(), join_ids(f.ids, f.ids.size()), out.string()));
   ASSERT_EQ(r.exit_code, 0) << r.output();
   EXPECT_EQ(r.last_line(), fmt::format("shape {} {}", f.ids.size(), f.vocab));
-  std::vector<float> got(f.logits.size());
-  std::ifstream in(out, std::ios::binary);
-  in.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * 4));
-  ASSERT_TRUE(in && in.peek() == EOF) << "logits file has the wrong size";
+  const std::vector<float> got = read_logits_file(f, out);
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_LE(std::abs(got[i] - f.logits[i]), 1e-4 * std::max(1.0f, std::abs(f.logits[i]))) << "logit " << i;
 }

@@ -80,7 +80,7 @@ TEST(Config, DefaultsAreTransformersDefaults) {
 
 TEST(Config, RejectsUnknownModelType) {
   expect_error(json{{"model_type", "llama"}}, "unknown model_type 'llama'");
-  expect_error(json{{"model_type", "deepseek_v41"}}, "cannot be run yet");
+  expect_error(json{{"model_type", "deepseek_v41"}}, "is not a DeepSeek-V4 model");
   expect_error(json::array(), "JSON object");
 }
 

@@ -132,8 +132,8 @@ ModelConfig parse_config(const json& j) {
   if (!j.is_object()) throw Error("config.json: top level must be a JSON object");
   const auto type = get_or<std::string>(j, "model_type", "");
   if (type == "deepseek_v41")
-    throw Error("config.json: model_type 'deepseek_v41' (DeepSeek-V4.1) cannot be run yet; frank only parses and "
-                "loads it (config_v41.h, loader_v41.h)");
+    throw Error("config.json: model_type 'deepseek_v41' (DeepSeek-V4.1) is not a DeepSeek-V4 model; V4.1 runs on the "
+                "CPU reference through `frank logits` and `frank generate` only (config_v41.h, engine/v41_model.h)");
   if (type != "deepseek_v4")
     throw Error(fmt::format("config.json: unknown model_type '{}' (frank supports deepseek_v4)", type));
 

@@ -1,0 +1,77 @@
+// The `frank` binary on DeepSeek-V4.1 checkpoints (the tests/fixtures/dsv41 directories): `logits`
+// and `generate` pick the V4.1 CPU reference from config.json, and what V4.1 cannot do yet ends in
+// a clear error. Tolerance as in test_golden_v41.cpp: 1e-4 * max(1, |logit|).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "fixture.h"
+#include "run_frank.h"
+
+namespace frank::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string join_ids(const std::vector<int32_t>& ids, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+// The fixtures ship the Engram hash data in reference.safetensors.
+std::string v41_model_args(const Fixture& f) {
+  return fmt::format("--model {} --engram-data {}", f.dir.string(), (f.dir / "reference.safetensors").string());
+}
+
+TEST(CliV41, LogitsMatchTransformers) {
+  for (const char* name : {"tiny-v41", "tiny-v41-native"}) {
+    SCOPED_TRACE(name);
+    const Fixture f = load_fixture(fixture_root("dsv41") / name);
+    TempDir tmp;
+    const auto out = tmp / "logits.f32";
+    const auto r = run_frank(fmt::format("logits {} --ids {} --mode chunked:4 --out {}", v41_model_args(f),
+                                         join_ids(f.ids, f.ids.size()), out.string()));
+    ASSERT_EQ(r.exit_code, 0) << r.output();
+    EXPECT_EQ(r.last_line(), fmt::format("shape {} {}", f.ids.size(), f.vocab));
+    const std::vector<float> got = read_logits_file(f, out);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_LE(std::abs(got[i] - f.logits[i]), 1e-4 * std::max(1.0f, std::abs(f.logits[i])))
+          << "position " << i / f.vocab << ", vocab " << i % f.vocab;
+  }
+}
+
+TEST(CliV41, GreedyGenerateStartsWithTransformersArgmax) {
+  const Fixture f = load_fixture(fixture_root("dsv41") / "tiny-v41");
+  for (size_t prompt : {size_t{1}, size_t{20}, size_t{33}}) {
+    const auto r = run_frank(fmt::format("generate {} --ids {} --max-tokens 4 --ignore-eos", v41_model_args(f),
+                                         join_ids(f.ids, prompt)));
+    ASSERT_EQ(r.exit_code, 0) << r.output();
+    const float* row = f.logits.data() + (prompt - 1) * f.vocab;
+    const auto best = std::max_element(row, row + f.vocab) - row;
+    const std::string line = r.last_line();
+    EXPECT_THAT(line, ::testing::StartsWith(std::to_string(best) + ",")) << "prompt of " << prompt;
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), 3) << line;
+  }
+}
+
+TEST(CliV41, WhatV41CannotDoGivesClearErrors) {
+  const Fixture f = load_fixture(fixture_root("dsv41") / "tiny-v41");
+  const auto no_hash_data = run_frank(fmt::format("generate --model {} --max-tokens 2", f.dir.string()));
+  EXPECT_EQ(no_hash_data.exit_code, 1);
+  EXPECT_THAT(no_hash_data.err, HasSubstr("--engram-data"));
+  const auto cuda = run_frank(fmt::format("generate {} --backend cuda", v41_model_args(f)));
+  EXPECT_EQ(cuda.exit_code, 1);
+  EXPECT_THAT(cuda.err, HasSubstr("CPU reference only"));
+  const auto draft = run_frank(fmt::format("generate {} --draft-tokens 2", v41_model_args(f)));
+  EXPECT_EQ(draft.exit_code, 1);
+  EXPECT_THAT(draft.err, HasSubstr("DSpark"));
+  const auto bad_id = run_frank(fmt::format("logits {} --ids 3,31 --out /dev/null", v41_model_args(f)));
+  EXPECT_EQ(bad_id.exit_code, 1);
+  EXPECT_THAT(bad_id.err, HasSubstr("outside the vocabulary"));
+}
+
+}  // namespace
+}  // namespace frank::test
