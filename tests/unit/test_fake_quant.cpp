@@ -36,9 +36,13 @@ void expect_matches_transformers(const char* name, int block, void (*quantise)(f
   EXPECT_EQ(mismatches, 0);
 }
 
-TEST(FakeQuant, Fp8WindowRowsMatchTransformers) { expect_matches_transformers("fp8_ue8m0_32", 32, fake_quant_fp8_ue8m0); }
+TEST(FakeQuant, Fp8WindowRowsMatchTransformers) {
+  expect_matches_transformers("fp8_ue8m0_32", 32, fake_quant_fp8_ue8m0);
+}
 TEST(FakeQuant, Fp4EntriesMatchTransformers) { expect_matches_transformers("fp4_e4m3_16", 16, fake_quant_fp4_e4m3); }
-TEST(FakeQuant, Fp4IndexerMatchesTransformers) { expect_matches_transformers("fp4_ue8m0_32", 32, fake_quant_fp4_ue8m0); }
+TEST(FakeQuant, Fp4IndexerMatchesTransformers) {
+  expect_matches_transformers("fp4_ue8m0_32", 32, fake_quant_fp4_ue8m0);
+}
 
 TEST(FakeQuant, E2m1TiesGoToTheEvenCode) {
   // Grid 0, .5, 1, 1.5, 2, 3, 4, 6 (codes 0..7): 0.25 -> 0 and 0.75 -> 1 (code 2), 1.25 -> 1 (code 2),

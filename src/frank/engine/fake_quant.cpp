@@ -46,9 +46,8 @@ float pow2_ceil(float t) {
 uint8_t e2m1_code(float q) {
   // The code is the number of thresholds |q| reaches. At a tie the threshold is the boundary itself
   // when the upper code is even (ties up), its next float up when the lower code is even (ties down).
-  static const float kThresholds[7] = {
-      std::nextafter(0.25f, INFINITY), 0.75f, std::nextafter(1.25f, INFINITY), 1.75f,
-      std::nextafter(2.5f, INFINITY),  3.5f,  std::nextafter(5.0f, INFINITY)};
+  static const float kThresholds[7] = {std::nextafter(0.25f, INFINITY), 0.75f, std::nextafter(1.25f, INFINITY), 1.75f,
+                                       std::nextafter(2.5f, INFINITY),  3.5f,  std::nextafter(5.0f, INFINITY)};
   const float magnitude = std::abs(q);
   uint8_t code = 0;
   for (float t : kThresholds) code += magnitude >= t ? 1 : 0;
@@ -70,7 +69,8 @@ void fake_quant_fp4_e4m3(float* x, int64_t n, int block) {
   for_each_block(x, n, block, [&](float* b) {
     // transformers casts this scale to e4m3 without saturating; amax would need to pass 2880 for
     // that to matter (a NaN in torch, 448 here).
-    const float scale = cpu::e4m3_value(float_to_e4m3_saturating(std::max(block_amax(b, block), 6.0f * 0x1p-9f) / kFp4Max));
+    const float scale =
+        cpu::e4m3_value(float_to_e4m3_saturating(std::max(block_amax(b, block), 6.0f * 0x1p-9f) / kFp4Max));
     round_fp4_block(b, block, scale);
   });
 }
