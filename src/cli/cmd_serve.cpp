@@ -23,8 +23,7 @@ struct ServeOptions {
   double prefix_cache_gb = 2;
   double prefix_cache_disk_gb = 16;
   std::string draft_tokens = "3";
-  // Given on the command line (their defaults are the CPU backend's; --backend cuda has neither).
-  const CLI::Option* prefix_cache_gb_option = nullptr;
+  // Given on the command line (its default is the CPU backend's; --backend cuda has no speculative decoding).
   const CLI::Option* draft_tokens_option = nullptr;
 };
 
@@ -59,7 +58,6 @@ void run(ServeOptions o) {
   if (o.source.model_dir.empty() && o.source.synthetic.empty()) o.source.synthetic = "tiny-chat";
   if (!o.source.dump_topk_rows.empty()) throw Error("--dump-topk-rows applies to logits and generate");
   const bool on_cpu = o.source.backend == "cpu";
-  if (!on_cpu && o.prefix_cache_gb_option->count() == 0) o.prefix_cache_gb = 0;
   if (!on_cpu && o.draft_tokens_option->count() == 0) o.draft_tokens = "0";
   const auto tokenizer = model::Tokenizer::load(tokenizer_path(o));
   const auto model = o.source.load();
@@ -80,9 +78,9 @@ void run(ServeOptions o) {
   if (o.server.draft_tokens != server::kAutoDraftTokens && o.server.draft_tokens >= model->config().sliding_window)
     throw Error(fmt::format("--draft-tokens must be below the sliding window ({})", model->config().sliding_window));
   Backend backend(*model, o.source);  // --backend cuda: fails here without a GPU
-  server::ContinuedSessions::NewRunner device_runners;
-  if (!backend.is_cpu()) device_runners = [&backend] { return backend.new_runner(); };
-  server::HttpServer http(*model, tokenizer, o.server, std::move(device_runners));
+  std::unique_ptr<engine::SessionBackend> device_sessions;
+  if (!backend.is_cpu()) device_sessions = backend.session_backend();
+  server::HttpServer http(*model, tokenizer, o.server, device_sessions.get());
   if (!backend.is_cpu()) warm_up(*model, backend);
   const int port = http.bind();
   g_server = &http;
@@ -91,8 +89,11 @@ void run(ServeOptions o) {
   const auto url = fmt::format("http://{}:{}", o.server.host, port);
   std::cout << fmt::format("frank serving '{}' on {} (OpenAI API under {}/v1)\n", o.server.model_name, url, url);
   if (!backend.is_cpu())
-    std::cout << "note: --backend cuda: no prefix cache; a request whose prompt starts with every token the previous "
-                 "request's session consumed continues that session (frank_prompt_tokens_cached_total counts them)\n";
+    std::cout << fmt::format(
+                     "prefix cache: the last {} conversations' sessions stay in GPU memory, {:.3g} GiB of them in host "
+                     "memory (--gpu-sessions, --prefix-cache-gb)\n",
+                     o.server.gpu_sessions, o.prefix_cache_gb)
+              << std::flush;
   if (!o.source.synthetic.empty())
     std::cout << "note: synthetic model with random weights: its words are random; use --model DIR for a real one\n";
   // The CPU backend keeps K=V rows in fp32.
@@ -127,13 +128,16 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-body-mb", opts->max_body_mb, "largest request body; larger ones get HTTP 413")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  opts->prefix_cache_gb_option =
-      cmd->add_option("--prefix-cache-gb", opts->prefix_cache_gb,
-                      "memory for kept conversations (0: no prefix cache; CPU backend only, off with --backend cuda)")
-          ->capture_default_str()
-          ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prefix-cache-gb", opts->prefix_cache_gb,
+                  "host memory for kept conversations and their checkpoints (0: no prefix cache)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gpu-sessions", opts->server.gpu_sessions,
+                  "--backend cuda: ended conversations whose sessions stay in GPU memory, least recently used "
+                  "evicted first (a turn continuing one uploads nothing; 0: every resume uploads from host memory)")
+      ->capture_default_str();
   cmd->add_option("--prefix-cache-dir", opts->server.prefix_cache_dir,
-                  "also keep conversations on disk here, so a restarted server resumes them (CPU backend only)");
+                  "also keep conversations on disk here, so a restarted server resumes them");
   cmd->add_option("--prefix-cache-disk-gb", opts->prefix_cache_disk_gb,
                   "most disk the kept conversations may take; the least recently used go first (0: no limit)")
       ->capture_default_str()

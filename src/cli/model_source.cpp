@@ -17,6 +17,7 @@
 #ifdef FRANK_WITH_CUDA
 #include "frank/cuda/cuda_model.h"
 #include "frank/cuda/cuda_verify_target.h"
+#include "frank/cuda/device_sessions.h"
 #endif
 
 namespace frank::cli {
@@ -156,6 +157,13 @@ std::unique_ptr<engine::VerifyTarget> Backend::new_verify_target() {
   if (gpu_) return std::make_unique<cuda::CudaVerifyTarget>(gpu_->model, gpu_->kv);
 #endif
   return std::make_unique<OwningCpuVerifyTarget>(model_);
+}
+
+std::unique_ptr<engine::SessionBackend> Backend::session_backend() {
+#ifdef FRANK_WITH_CUDA
+  if (gpu_) return std::make_unique<cuda::DeviceSessions>(gpu_->model, gpu_->kv);
+#endif
+  return std::make_unique<engine::HostSessions>(model_);
 }
 
 std::string Backend::step_summary() const {

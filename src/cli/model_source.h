@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "frank/engine/model.h"
+#include "frank/engine/session_backend.h"
 #include "frank/engine/session_runner.h"
 #include "frank/engine/v41_model.h"
 #include "frank/engine/verify_target.h"
@@ -49,6 +50,8 @@ class Backend {
   std::unique_ptr<engine::SessionRunner> new_runner();
   // A fresh session on this backend, for speculative decoding.
   std::unique_ptr<engine::VerifyTarget> new_verify_target();
+  // This backend's sessions as the server's prefix cache keeps them.
+  std::unique_ptr<engine::SessionBackend> session_backend();
   // One line on the GPU time of the calls so far (CUDA events), or "" on the CPU backend.
   std::string step_summary() const;
 

@@ -1,7 +1,8 @@
 // `frank serve --backend cuda` against `frank serve` on the CPU reference, both started as a user
 // starts them, on the golden fixture tiny-v4 (fp32 weights): greedy completions of the same
-// prompts must be the same tokens, including a request that continues the previous one (the
-// device session is reused: only its new tokens run) and one that does not (a fresh session).
+// prompts must be the same tokens, including requests that continue a conversation from each tier
+// of the prefix cache (a session resident on the GPU, the host memory cache, the disk store after
+// a restart: only their new tokens run) and ones that do not (a fresh session).
 // Skipped, saying so, without a CUDA device. Needs the `frank` binary built with -DFRANK_CUDA=ON:
 // $FRANK_BINARY, else `frank` beside this test's executable (scripts/gpu-check's layout), else the
 // build tree's. Run from the repository root (the fixture path is relative).
@@ -183,7 +184,8 @@ TEST(CudaServe, GreedyCompletionsEqualTheCpuServersAndContinuedSessionsAreReused
   EXPECT_EQ(fourth.cached_tokens, 0);
   expect_same(fourth, complete(cpu, departs, 12), "4 departs (fresh)");
 
-  // 5. The first prompt again: fresh as well (the session now holds request 4).
+  // 5. The first prompt again: fresh as well (no kept conversation is a shorter prefix of it, and
+  //    no checkpoint lies before its last token).
   const Completion fifth = complete(cuda, prompt, 12);
   EXPECT_EQ(fifth.cached_tokens, 0);
   expect_same(fifth, cpu_first, "5 = 1 again (fresh)");
@@ -202,13 +204,15 @@ TEST(CudaServe, GreedyCompletionsEqualTheCpuServersAndContinuedSessionsAreReused
 // --weights-dtype bf16 (the default): the server runs, and a continued session gives what a fresh
 // session gives for the same prompt (same weights and kernels; only the chunking of the prompt
 // differs, so the same near-tie rule and tolerance apply, the fresh run standing for the CPU).
+// One resident session and no host cache, so that another prompt leaves nothing to resume.
 TEST(CudaServe, Bf16ContinuedSessionEqualsAFreshOne) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: `frank serve --backend cuda` is not checked here";
   const fs::path fixture = fixture_root() / "tiny-v4";
   const Fixture f = load_fixture(fixture);
   const fs::path tmp = fs::temp_directory_path() / fmt::format("frank-cuda-serve-bf16-{}", getpid());
   fs::create_directories(tmp);
-  Server cuda(fmt::format("--model {} --tokenizer {} --ctx 512 --backend cuda", fixture.string(),
+  Server cuda(fmt::format("--model {} --tokenizer {} --ctx 512 --backend cuda --gpu-sessions 1 --prefix-cache-gb 0",
+                          fixture.string(),
                           write_byte_tokenizer(tmp).string()),
               tmp / "cuda.log");
   const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + 8);
@@ -222,6 +226,65 @@ TEST(CudaServe, Bf16ContinuedSessionEqualsAFreshOne) {
   std::cout << "| request                    | tokens | cached (cuda) | same ids | max logprob err |\n";
   expect_same(continued, fresh, "bf16 continued vs fresh");
   cuda.process->stop();
+  fs::remove_all(tmp);
+}
+
+// Value of a counter series with labels, e.g. frank_prefix_cache_hits_total{tier="gpu"} (0 when absent).
+double labelled(Server& s, const std::string& name_and_labels) {
+  const std::string text = s.client->get("/metrics").body, key = "\n" + name_and_labels + " ";
+  const auto at = text.find(key);
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size()));
+}
+
+// The prefix cache's tiers on `--backend cuda --gpu-sessions 1 --prefix-cache-dir DIR`: two
+// conversations alternate, so each continuation finds its conversation in host memory (uploaded),
+// not resident; after a restart the disk store resumes it. The completions equal the CPU server's.
+TEST(CudaServe, ConversationsResumeFromHostMemoryAndDiskAsOnTheCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: `frank serve --backend cuda` is not checked here";
+  const fs::path fixture = fixture_root() / "tiny-v4";
+  const Fixture f = load_fixture(fixture);
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("frank-cuda-serve-tiers-{}", getpid());
+  fs::create_directories(tmp / "store");
+  const std::string common =
+      fmt::format("--model {} --tokenizer {} --ctx 512", fixture.string(), write_byte_tokenizer(tmp).string());
+  const std::string on_cuda =
+      common + fmt::format(" --backend cuda --weights-dtype fp32 --gpu-sessions 1 --prefix-cache-dir {}",
+                           (tmp / "store").string());
+  Server cpu(common, tmp / "cpu.log");
+  auto cuda = std::make_unique<Server>(on_cuda, tmp / "cuda.log");
+
+  std::cout << "| request                    | tokens | cached (cuda) | same ids | max logprob err |\n";
+  const std::vector<int32_t> a(f.ids.begin(), f.ids.begin() + 8), b(f.ids.begin() + 20, f.ids.begin() + 30);
+  const Completion a1 = complete(*cuda, a, 6);
+  expect_same(a1, complete(cpu, a, 6), "A fresh");
+  const Completion b1 = complete(*cuda, b, 6);  // A leaves the GPU
+  expect_same(b1, complete(cpu, b, 6), "B fresh");
+  const auto a2_prompt = concat(concat(a, a1.ids), {f.ids[8], f.ids[9]});
+  const Completion a2 = complete(*cuda, a2_prompt, 6);
+  EXPECT_EQ(a2.cached_tokens, static_cast<int>(a.size() + a1.ids.size() - 1));
+  expect_same(a2, complete(cpu, a2_prompt, 6), "A continued from host");
+  const auto b2_prompt = concat(concat(b, b1.ids), {f.ids[30]});
+  const Completion b2 = complete(*cuda, b2_prompt, 6);
+  EXPECT_EQ(b2.cached_tokens, static_cast<int>(b.size() + b1.ids.size() - 1));
+  expect_same(b2, complete(cpu, b2_prompt, 6), "B continued from host");
+  const auto b3_prompt = concat(concat(b2_prompt, b2.ids), {f.ids[31]});
+  const Completion b3 = complete(*cuda, b3_prompt, 6);
+  EXPECT_EQ(b3.cached_tokens, static_cast<int>(b2_prompt.size() + b2.ids.size() - 1));
+  expect_same(b3, complete(cpu, b3_prompt, 6), "B continued on the GPU");
+  EXPECT_EQ(labelled(*cuda, "frank_prefix_cache_hits_total{tier=\"host\"}"), 2);
+  EXPECT_EQ(labelled(*cuda, "frank_prefix_cache_hits_total{tier=\"gpu\"}"), 1);
+  EXPECT_EQ(labelled(*cuda, "frank_prefix_cache_misses_total"), 2);
+
+  // A restarted server resumes A from the disk store.
+  EXPECT_EQ(cuda->process->stop(), "exit 0") << cuda->process->log_tail();
+  cuda = std::make_unique<Server>(on_cuda, tmp / "cuda-restarted.log");
+  const auto a3_prompt = concat(concat(a2_prompt, a2.ids), {f.ids[10]});
+  const Completion a3 = complete(*cuda, a3_prompt, 6);
+  EXPECT_EQ(a3.cached_tokens, static_cast<int>(a2_prompt.size() + a2.ids.size() - 1));
+  expect_same(a3, complete(cpu, a3_prompt, 6), "A continued from disk");
+  EXPECT_EQ(labelled(*cuda, "frank_prefix_cache_hits_total{tier=\"disk\"}"), 1);
+  cuda->process->stop();
+  cpu.process->stop();
   fs::remove_all(tmp);
 }
 

@@ -1,20 +1,22 @@
-// The engine worker on its two kinds of sessions, on the CPU: ContinuedSessions (what `frank serve
-// --backend cuda` runs on, here over the CPU reference's SessionRunner) must give the tokens that
-// fresh sessions give, reuse the previous session exactly when a prompt continues it, and drop it
-// after a failure; the server refuses what device sessions cannot do yet.
+// The engine worker on PrefixCachedSessions over the CPU reference's sessions, with the resident
+// tier that `frank serve --backend cuda` keeps in GPU memory (here the same logic over host
+// sessions): continued and resumed sessions give the tokens that fresh sessions give, prefill
+// only the new tokens, each tier is used where it reaches furthest and counted, a failure drops the
+// resident sessions; the server refuses what device sessions cannot do yet.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <utility>
 
 #include "frank/core/error.h"
 #include "frank/model/synthetic.h"
 #include "frank/model/tokenizer.h"
-#include "frank/server/continued_sessions.h"
 #include "frank/server/engine_worker.h"
 #include "frank/server/http_server.h"
 #include "frank/server/prefix_cached_sessions.h"
 #include "tokenizer_test_util.h"
+#include "unit/counting_sessions.h"
 
 namespace frank::server {
 namespace {
@@ -64,20 +66,6 @@ double counter(const Metrics& m, const std::string& name) {
   return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
 }
 
-// A CPU session that fails (as a device error would) at its `fail_at`-th forward call.
-class FailingRunner : public engine::SessionRunner {
- public:
-  FailingRunner(const engine::Model& model, int fail_at) : inner_(model), fail_at_(fail_at) {}
-  Tensor forward(std::span<const int32_t> ids, engine::Model::Logits logits) override {
-    if (++calls_ == fail_at_) throw Error("CUDA: kernel launch: an illegal memory access was encountered");
-    return inner_.forward(ids, logits);
-  }
-
- private:
-  engine::CpuRunner inner_;
-  int fail_at_, calls_ = 0;
-};
-
 class RequestSessionsTest : public ::testing::Test {
  protected:
   RequestSessionsTest() {
@@ -85,14 +73,12 @@ class RequestSessionsTest : public ::testing::Test {
     EngineWorker::declare_metrics(fresh_metrics_);
   }
   std::unique_ptr<engine::Model> model_ = tiny_model();
-  int runners_made_ = 0;
-  int fail_next_runner_at_ = 0;  // forward call at which the next runner made fails (0: never)
+  engine::HostSessions host_{*model_};
+  test::CountingSessions backend_{host_};
   Metrics continued_metrics_, fresh_metrics_;
-  ContinuedSessions continued_{[this]() -> std::unique_ptr<engine::SessionRunner> {
-    ++runners_made_;
-    return std::make_unique<FailingRunner>(*model_, std::exchange(fail_next_runner_at_, 0));
-  }};
-  PrefixCachedSessions fresh_{*model_, nullptr, nullptr, fresh_metrics_};  // no cache: always a new session
+  // One resident session and no prefix cache: only the last conversation's end is reusable.
+  PrefixCachedSessions continued_{backend_, nullptr, nullptr, continued_metrics_, 1};
+  PrefixCachedSessions fresh_{host_, nullptr, nullptr, fresh_metrics_};  // no tier: always a new session
   EngineWorker on_continued_{*model_, continued_, continued_metrics_, 4096, 1024};
   EngineWorker on_fresh_{*model_, fresh_, fresh_metrics_, 4096, 1024};
   const std::vector<int32_t> prompt_{5, 17, 3, 99, 42, 7, 200, 12, 64, 31};
@@ -116,7 +102,7 @@ TEST_F(RequestSessionsTest, ContinuesExactlyWhenThePromptExtendsTheSession) {
   // The CPU reference accumulates in double and each position's arithmetic does not depend on how
   // the tokens were chunked, so a continued session matches a fresh one to float rounding.
   for (size_t i = 0; i < second.logprobs.size(); ++i) EXPECT_NEAR(second.logprobs[i], second_fresh.logprobs[i], 1e-5);
-  EXPECT_EQ(runners_made_, 1);
+  EXPECT_EQ(backend_.fresh_made, 1);
 
   // A longer prompt that departs from the session at its fourth token starts a fresh one.
   auto departs = concat(extended, second.tokens);
@@ -124,33 +110,33 @@ TEST_F(RequestSessionsTest, ContinuesExactlyWhenThePromptExtendsTheSession) {
   const Outcome third = run(on_continued_, departs, 4);
   EXPECT_EQ(third.end.cached_tokens, 0);
   EXPECT_EQ(third.tokens, run(on_fresh_, departs, 4).tokens);
-  EXPECT_EQ(runners_made_, 2);
+  EXPECT_EQ(backend_.fresh_made, 2);
 
   // A shorter prompt (the first again) starts a fresh one, and gives the first request's tokens.
   const Outcome fourth = run(on_continued_, prompt_, 6);
   EXPECT_EQ(fourth.end.cached_tokens, 0);
   EXPECT_EQ(fourth.tokens, first.tokens);
-  EXPECT_EQ(runners_made_, 3);
+  EXPECT_EQ(backend_.fresh_made, 3);
 
   // Exactly the consumed tokens and nothing new: no token would run to give logits, so fresh.
   const auto consumed = concat(prompt_, std::vector<int32_t>(first.tokens.begin(), first.tokens.end() - 1));
   EXPECT_EQ(run(on_continued_, consumed, 2).end.cached_tokens, 0);
-  EXPECT_EQ(runners_made_, 4);
+  EXPECT_EQ(backend_.fresh_made, 4);
 
   EXPECT_EQ(counter(continued_metrics_, "frank_prompt_tokens_cached_total"), second.end.cached_tokens);
-  // Device sessions take no checkpoints: the counter never got a series.
+  // Without a prefix cache or store no checkpoints are taken (nothing would keep them).
   EXPECT_EQ(counter(continued_metrics_, "frank_prefix_checkpoints_total"), -1);
 }
 
 TEST_F(RequestSessionsTest, AFailedRequestDropsItsSessionAndTheNextStartsFresh) {
   // Forward calls: 1 prefill, then one per token fed; call 3 fails after two tokens were emitted
   // and the first of them was fed.
-  fail_next_runner_at_ = 3;
+  backend_.fail_next_at = 3;
   const Outcome failed = run(on_continued_, prompt_, 6);
   EXPECT_EQ(failed.end.finish_reason, "error");
   EXPECT_THAT(failed.end.error, ::testing::HasSubstr("illegal memory access"));
   ASSERT_EQ(failed.tokens.size(), 2u);  // tokens streamed before the failure stay sent
-  EXPECT_EQ(runners_made_, 1);
+  EXPECT_EQ(backend_.fresh_made, 1);
 
   // This prompt begins with everything the failed session had consumed (the prompt and the first
   // token), so a kept session would be continued; the failed one was dropped, so it starts fresh.
@@ -159,18 +145,68 @@ TEST_F(RequestSessionsTest, AFailedRequestDropsItsSessionAndTheNextStartsFresh) 
   EXPECT_EQ(after.end.finish_reason, "length") << after.end.error;
   EXPECT_EQ(after.end.cached_tokens, 0);
   EXPECT_EQ(after.tokens, run(on_fresh_, retry, 4).tokens);
-  EXPECT_EQ(runners_made_, 2);
+  EXPECT_EQ(backend_.fresh_made, 2);
+}
+
+// Value of a counter series with one label, e.g. frank_prefix_cache_hits_total{tier="gpu"} (0 when absent).
+double labelled(const Metrics& m, const std::string& name, const std::string& label) {
+  const std::string text = m.render(), series = "\n" + name + "{" + label + "} ";
+  const auto at = text.find(series);
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size()));
+}
+
+// Two conversations, one resident session and the prefix cache behind it. A turn whose
+// conversation is resident continues it (tier gpu); one whose conversation left the resident tier
+// resumes from the prefix cache (tier host: its end, moved to the backend); a prompt that departs
+// inside a conversation resumes from the checkpoint before the fork (host). Every turn prefills
+// exactly its new tokens and gives a fresh session's tokens.
+TEST_F(RequestSessionsTest, EachTurnResumesFromTheTierThatReachesFurthest) {
+  engine::PrefixCache cache(size_t{1} << 30);
+  Metrics metrics;
+  EngineWorker::declare_metrics(metrics);
+  PrefixCachedSessions tiered(backend_, &cache, nullptr, metrics, 1);
+  EngineWorker worker(*model_, tiered, metrics, 4096, 4);  // checkpoints every 4 tokens and at prompt ends
+  auto turn = [&](const std::vector<int32_t>& prompt, int64_t cached, const std::string& what) {
+    const int64_t fed_before = backend_.tokens_fed;
+    const Outcome o = run(worker, prompt, 3);
+    EXPECT_EQ(o.end.finish_reason, "length") << what << ": " << o.end.error;
+    EXPECT_EQ(o.end.cached_tokens, cached) << what;
+    // The new prompt tokens, then the first two completion tokens (the third is never fed).
+    EXPECT_EQ(backend_.tokens_fed - fed_before, std::ssize(prompt) - cached + 2) << what;
+    EXPECT_EQ(o.tokens, run(on_fresh_, prompt, 3).tokens) << what;
+    return concat(prompt, {o.tokens[0], o.tokens[1]});  // what the session consumed
+  };
+  const std::vector<int32_t> b{90, 91, 92, 93, 94, 95, 96, 97, 98, 99};
+  const auto a1 = turn(prompt_, 0, "A, first turn");
+  const auto b1 = turn(b, 0, "B, first turn");  // A leaves the resident tier
+  EXPECT_EQ(backend_.resumed, 0);
+  const auto a2 = turn(concat(a1, {1, 2, 3}), std::ssize(a1), "A, from the prefix cache");
+  EXPECT_EQ(backend_.resumed, 1);
+  turn(concat(a2, {4}), std::ssize(a2), "A, resident");
+  EXPECT_EQ(backend_.resumed, 1);
+  auto fork = b;
+  fork[5] += 1;  // B's checkpoints: 4, 8, its prompt's end 10
+  turn(fork, 4, "B departing at token 5, from checkpoint 4");
+  EXPECT_EQ(backend_.resumed, 2);
+  EXPECT_EQ(backend_.fresh_made, 2);
+
+  EXPECT_EQ(labelled(metrics, "frank_prefix_cache_hits_total", "tier=\"gpu\""), 1);
+  EXPECT_EQ(labelled(metrics, "frank_prefix_cache_hits_total", "tier=\"host\""), 2);
+  EXPECT_EQ(labelled(metrics, "frank_prefix_cache_hit_tokens_total", "tier=\"host\""), std::ssize(a1) + 4);
+  EXPECT_EQ(labelled(metrics, "frank_prefix_cache_hit_tokens_total", "tier=\"gpu\""), std::ssize(a2));
+  EXPECT_EQ(counter(metrics, "frank_prefix_cache_misses_total"), 2);
+  // Resident evictions: A (by B), B (by A's second turn), A (by the fork).
+  EXPECT_EQ(counter(metrics, "frank_gpu_session_evictions_total"), 3);
+  EXPECT_EQ(tiered.resident_sessions(), 1u);
 }
 
 TEST(DeviceServer, RefusesWhatDeviceSessionsCannotDoYet) {
   auto model = tiny_model();
   const auto tokenizer = model::Tokenizer::load(test::tokenizer_fixture_dir() / "tiny-flags" / "tokenizer.json");
-  auto runners = [&model]() -> std::unique_ptr<engine::SessionRunner> {
-    return std::make_unique<engine::CpuRunner>(*model);
-  };
+  engine::HostSessions device(*model);  // stands for the CUDA backend's sessions
   auto expect_refused = [&](ServerOptions o, const std::string& option) {
     try {
-      HttpServer server(*model, tokenizer, std::move(o), runners);
+      HttpServer server(*model, tokenizer, std::move(o), &device);
       ADD_FAILURE() << option << " was accepted";
     } catch (const Error& e) {
       EXPECT_THAT(e.what(), ::testing::HasSubstr(option + " works on the CPU backend only"));
@@ -178,21 +214,18 @@ TEST(DeviceServer, RefusesWhatDeviceSessionsCannotDoYet) {
   };
   ServerOptions off;
   off.port = 0;
-  off.prefix_cache_bytes = 0;
   off.draft_tokens = 0;
   ServerOptions o = off;
-  o.prefix_cache_bytes = 1 << 20;
-  expect_refused(o, "--prefix-cache-gb");
-  o = off;
-  o.prefix_cache_dir = "/tmp/never-made";
-  expect_refused(o, "--prefix-cache-dir");
-  o = off;
   o.draft_tokens = 3;
   expect_refused(o, "--draft-tokens");
   o = off;
   o.record_routing = "/tmp/never-made.trace";
   expect_refused(o, "--record-routing");
-  EXPECT_NO_THROW({ HttpServer server(*model, tokenizer, off, runners); });
+  // The prefix cache, on disk too, works on device sessions.
+  o = off;
+  o.prefix_cache_dir = (std::filesystem::temp_directory_path() / "frank-device-server-store").string();
+  EXPECT_NO_THROW({ HttpServer server(*model, tokenizer, o, &device); });
+  std::filesystem::remove_all(o.prefix_cache_dir);
 }
 
 }  // namespace

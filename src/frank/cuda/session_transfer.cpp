@@ -49,8 +49,11 @@ void upload_rows(std::span<const float> rows, const KvRowLayout& layout, uint8_t
   check(cudaStreamSynchronize(stream), "session upload");
 }
 
-void download(const DeviceCompressor& d, const engine::Compressor& c, int64_t position, engine::CompressorState& h,
-              cudaStream_t stream) {
+// The compressor's open window and overlap half (a CompressorState or its checkpoint). Waits for
+// nothing: the caller synchronises before reading.
+template <typename State>
+void download_open_window(const DeviceCompressor& d, const engine::Compressor& c, int64_t position, State& h,
+                          cudaStream_t stream) {
   const CompressorShape s = shape_at(c, position);
   h.pending = static_cast<int>(s.pending);
   h.pending_kv.resize(static_cast<size_t>(s.pending * s.width));
@@ -67,7 +70,12 @@ void download(const DeviceCompressor& d, const engine::Compressor& c, int64_t po
          stream);
   }
   h.n_entries = s.entries;
-  h.entries.resize(static_cast<size_t>(s.entries * s.dim));
+}
+
+void download(const DeviceCompressor& d, const engine::Compressor& c, int64_t position, engine::CompressorState& h,
+              cudaStream_t stream) {
+  download_open_window(d, c, position, h, stream);
+  h.entries.resize(static_cast<size_t>(h.n_entries * c.dim()));
   download_rows(d.entries.data(), entry_layout(d, c), h.entries, stream);
 }
 
@@ -116,6 +124,28 @@ engine::Session download_session(CudaModel& model, const DeviceSession& session)
   }
   check(cudaStreamSynchronize(model.stream()), "session download");
   return host;
+}
+
+engine::SessionCheckpoint download_checkpoint(CudaModel& model, const DeviceSession& session) {
+  check(cudaStreamSynchronize(model.stream()), "checkpoint download");  // the state is final
+  const engine::Model& m = model.model();
+  const int64_t window = m.config().sliding_window, head_dim = m.config().head_dim;
+  engine::SessionCheckpoint checkpoint{session.position, {}};
+  checkpoint.layers.resize(session.layers.size());
+  for (size_t l = 0; l < session.layers.size(); ++l) {
+    const DeviceLayerState& d = session.layers[l];
+    engine::LayerCheckpoint& h = checkpoint.layers[l];
+    const engine::Attention& a = m.attention()[l];
+    h.window.resize(static_cast<size_t>(window * head_dim));
+    download_rows(d.window.data(), d.kv, h.window, model.stream());
+    // As download_session: a compressor that has seen no token may have no buffers yet.
+    if (a.compressor() && !d.compressor.pending_kv.empty())
+      download_open_window(d.compressor, *a.compressor(), session.position, h.compressor, model.stream());
+    if (a.index_compressor() && !d.indexer.pending_kv.empty())
+      download_open_window(d.indexer, *a.index_compressor(), session.position, h.indexer, model.stream());
+  }
+  check(cudaStreamSynchronize(model.stream()), "checkpoint download");
+  return checkpoint;
 }
 
 DeviceSession upload_session(CudaModel& model, const engine::Session& session, KvFormat kv) {

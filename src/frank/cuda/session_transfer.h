@@ -10,11 +10,17 @@
 // it cannot be rewound by engine::Model::rewind; one uploaded leaves its record behind.
 #include "frank/cuda/cuda_model.h"
 #include "frank/engine/session.h"
+#include "frank/engine/session_checkpoint.h"
 
 namespace frank::cuda {
 
 // Waits for the model's stream.
 engine::Session download_session(CudaModel& model, const DeviceSession& session);
+
+// A checkpoint of the session at its position (engine::take_checkpoint of the downloaded session,
+// without downloading the compressed entries and index keys, which only grow: restore_checkpoint
+// takes them from a later download of the same token stream). Waits for the model's stream.
+engine::SessionCheckpoint download_checkpoint(CudaModel& model, const DeviceSession& session);
 
 // Throws frank::Error, leaving nothing behind, when `session` does not fit the model (layer count,
 // window, compressor state sizes that disagree with its position). The device session keeps its

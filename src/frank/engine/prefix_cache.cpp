@@ -21,11 +21,11 @@ size_t session_bytes(const Session& s) {
   return n;
 }
 
-std::optional<Resume> PrefixCache::resume(std::span<const int32_t> prompt) {
+std::optional<Resume> PrefixCache::resume(std::span<const int32_t> prompt, int64_t beyond) {
   std::lock_guard lock(mutex_);
   const int64_t limit = static_cast<int64_t>(prompt.size()) - 1;  // leave one token to run
   auto best = lru_.end();
-  int64_t best_point = 0;
+  int64_t best_point = beyond;
   const SessionCheckpoint* best_checkpoint = nullptr;
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     const int64_t shared = std::min(common_prefix(it->tokens, prompt), limit);

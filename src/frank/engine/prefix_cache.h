@@ -29,8 +29,9 @@ class PrefixCache {
   explicit PrefixCache(size_t byte_budget) : budget_(byte_budget) {}
 
   // The longest reusable point for `prompt` that still leaves at least one prompt token to run
-  // (its logits start the completion); nullopt when nothing is reusable.
-  std::optional<Resume> resume(std::span<const int32_t> prompt);
+  // (its logits start the completion); nullopt when nothing reusable reaches past `beyond` tokens
+  // (what another tier already offers).
+  std::optional<Resume> resume(std::span<const int32_t> prompt, int64_t beyond = 0);
 
   // Keeps a finished request: `tokens` are exactly the tokens `session` consumed. A kept
   // conversation that this one extends is replaced; least recently used ones are evicted to stay

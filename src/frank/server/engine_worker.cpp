@@ -56,7 +56,7 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_histogram("frank_queue_wait_seconds", "Time a request waited in the queue before it started", latency);
   m.declare_counter("frank_prompt_tokens_total", "Prompt tokens of executed requests");
   m.declare_counter("frank_prompt_tokens_cached_total",
-                    "Prompt tokens not run again: resumed from the prefix cache, or a continued device session");
+                    "Prompt tokens not run again: resumed from a kept session or checkpoint (any tier)");
   m.declare_counter("frank_generated_tokens_total", "Generated (completion) tokens");
   m.declare_histogram("frank_time_to_first_token_seconds", "From start of execution to the first token (label cache)",
                       latency);
@@ -77,6 +77,13 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_counter("frank_prefix_checkpoints_total", "Session checkpoints taken");
   m.declare_counter("frank_prefix_checkpoint_bytes_total", "Bytes of the session checkpoints taken");
   m.declare_counter("frank_prefix_cache_evictions_total", "Conversations evicted from the prefix cache");
+  m.declare_counter("frank_prefix_cache_hits_total",
+                    "Requests resumed from a kept state, by tier (label tier: gpu = a session resident in GPU "
+                    "memory, host = the prefix cache, disk = the prefix store)");
+  m.declare_counter("frank_prefix_cache_hit_tokens_total", "Prompt tokens resumed from a kept state, by tier (label tier)");
+  m.declare_counter("frank_prefix_cache_misses_total", "Requests that found nothing to resume (a fresh session)");
+  m.declare_gauge("frank_gpu_resident_sessions", "Ended conversations whose sessions are kept in GPU memory");
+  m.declare_counter("frank_gpu_session_evictions_total", "Sessions evicted from GPU memory (least recently used)");
 }
 
 EngineWorker::EngineWorker(const engine::Model& model, RequestSessions& sessions, Metrics& metrics,

@@ -24,28 +24,29 @@ void send_json(httplib::Response& res, int status, const json& body) {
 }  // namespace
 
 RequestSessions& HttpServer::sessions(const engine::Model& model, const ServerOptions& o,
-                                      ContinuedSessions::NewRunner device_runners) {
-  if (device_runners) {
+                                      engine::SessionBackend* device) {
+  size_t resident = 0;
+  if (device != nullptr) {
     auto cpu_only = [](bool asked, const char* option, const char* why) {
       if (asked)
         throw Error(fmt::format(
             "{} works on the CPU backend only for now ({}); leave it out or serve with --backend cpu", option, why));
     };
-    const char* no_checkpoints = "the prefix cache needs session checkpoints, which device sessions do not have yet";
-    cpu_only(o.prefix_cache_bytes > 0, "--prefix-cache-gb", no_checkpoints);
-    cpu_only(!o.prefix_cache_dir.empty(), "--prefix-cache-dir", no_checkpoints);
     cpu_only(o.draft_tokens != 0, "--draft-tokens",
              "speculative decoding rewinds the session past rejected drafts, which device sessions cannot yet");
     cpu_only(!o.record_routing.empty(), "--record-routing", "routing traces read the routed experts of host sessions");
-    sessions_ = std::make_unique<ContinuedSessions>(std::move(device_runners));
-    return *sessions_;
+    resident = o.gpu_sessions;
+  } else {
+    host_sessions_ = std::make_unique<engine::HostSessions>(model);
+    device = host_sessions_.get();
   }
   if (o.prefix_cache_bytes > 0) prefix_cache_ = std::make_unique<engine::PrefixCache>(o.prefix_cache_bytes);
   if (!o.prefix_cache_dir.empty())
     prefix_store_ = std::make_unique<engine::PrefixStore>(
         o.prefix_cache_dir, model, [](const std::string& warning) { std::cerr << "warning: " << warning << "\n"; },
         o.prefix_cache_disk_bytes);
-  sessions_ = std::make_unique<PrefixCachedSessions>(model, prefix_cache_.get(), prefix_store_.get(), metrics_);
+  sessions_ =
+      std::make_unique<PrefixCachedSessions>(*device, prefix_cache_.get(), prefix_store_.get(), metrics_, resident);
   return *sessions_;
 }
 
@@ -55,8 +56,8 @@ RoutingRecorder* HttpServer::routing_recorder(const engine::Model& model, const 
 }
 
 HttpServer::HttpServer(const engine::Model& model, const model::Tokenizer& tokenizer, ServerOptions options,
-                       ContinuedSessions::NewRunner device_runners)
-    : worker_(model, sessions(model, options, std::move(device_runners)), metrics_, options.context_length,
+                       engine::SessionBackend* device)
+    : worker_(model, sessions(model, options, device), metrics_, options.context_length,
               options.prefix_checkpoint_interval, options.debug, options.draft_tokens,
               routing_recorder(model, options)),
       scheduler_(options.max_queue, [this](Job& job) { worker_.execute(job); }),

@@ -7,7 +7,7 @@
 
 #include "frank/engine/prefix_cache.h"
 #include "frank/engine/prefix_store.h"
-#include "frank/server/continued_sessions.h"
+#include "frank/engine/session_backend.h"
 #include "frank/server/engine_worker.h"
 #include "frank/server/server_context.h"
 
@@ -15,11 +15,12 @@ namespace frank::server {
 
 class HttpServer {
  public:
-  // Requests run on the CPU reference with the prefix cache, or, when `device_runners` is given, on
-  // the sessions it makes (ContinuedSessions: `frank serve --backend cuda`); the prefix cache,
-  // speculative decoding and routing traces must then be off in `options` (else frank::Error).
+  // Requests run on the CPU reference, or, when `device` is given, on its sessions (`frank serve
+  // --backend cuda`; options.gpu_sessions of them stay resident); both with the prefix cache.
+  // Speculative decoding and routing traces need host sessions: on a device they must be off in
+  // `options` (else frank::Error).
   HttpServer(const engine::Model& model, const model::Tokenizer& tokenizer, ServerOptions options,
-             ContinuedSessions::NewRunner device_runners = {});
+             engine::SessionBackend* device = nullptr);
   ~HttpServer();
 
   // Binds host:port (port 0 picks a free one) and returns the port; throws frank::Error on failure.
@@ -30,10 +31,11 @@ class HttpServer {
  private:
   void install_routes();
   RequestSessions& sessions(const engine::Model& model, const ServerOptions& options,
-                            ContinuedSessions::NewRunner device_runners);
+                            engine::SessionBackend* device);
   RoutingRecorder* routing_recorder(const engine::Model& model, const ServerOptions& options);
 
   Metrics metrics_;
+  std::unique_ptr<engine::HostSessions> host_sessions_;  // the CPU reference's, when no device is given
   std::unique_ptr<engine::PrefixCache> prefix_cache_;
   std::unique_ptr<engine::PrefixStore> prefix_store_;
   std::unique_ptr<RoutingRecorder> routing_;

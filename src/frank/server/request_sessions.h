@@ -5,9 +5,8 @@
 // later requests) or drops it after a failure. The request loop itself — prefill, sampling, stop
 // handling, streaming, cancellation, metrics — is the worker's and the same on every backend.
 //
-// Two implementations: PrefixCachedSessions (the CPU reference with the prefix cache, checkpoints
-// and speculative decoding) and ContinuedSessions (any SessionRunner, e.g. the CUDA backend's,
-// reusing only the previous request's session when a prompt continues it exactly).
+// The implementation is PrefixCachedSessions (the prefix cache's tiers over any backend's
+// sessions); the interface keeps the worker independent of it (tests drive the worker on their own).
 #include <cstdint>
 #include <optional>
 #include <span>

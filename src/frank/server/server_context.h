@@ -26,6 +26,7 @@ struct ServerOptions {
   std::string prefix_cache_dir;                 // empty: the prefix cache is not persisted
   uint64_t prefix_cache_disk_bytes = uint64_t{16} << 30;  // 0: the directory may grow without limit
   int64_t prefix_checkpoint_interval = 1024;
+  size_t gpu_sessions = 4;  // --backend cuda: ended conversations whose sessions stay in GPU memory (LRU)
   int max_logprobs = 20;  // the most alternatives a request may ask for per token
   int draft_tokens = 3;   // speculative decoding with the MTP block (0: off; kAutoDraftTokens: chosen by cost)
   std::string record_routing;  // append every step's routed experts to this trace (empty: off)
