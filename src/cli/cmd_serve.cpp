@@ -25,6 +25,7 @@ struct ServeOptions {
   std::string draft_tokens = "3";
   // Given on the command line (its default is the CPU backend's; --backend cuda has no speculative decoding).
   const CLI::Option* draft_tokens_option = nullptr;
+  const CLI::Option* gpu_sessions_option = nullptr;
 };
 
 server::HttpServer* g_server = nullptr;
@@ -59,6 +60,8 @@ void run(ServeOptions o) {
   if (!o.source.dump_topk_rows.empty()) throw Error("--dump-topk-rows applies to logits and generate");
   const bool on_cpu = o.source.backend == "cpu";
   if (!on_cpu && o.draft_tokens_option->count() == 0) o.draft_tokens = "0";
+  if (on_cpu && o.gpu_sessions_option->count() > 0)
+    throw Error("--gpu-sessions applies to --backend cuda (the CPU backend's sessions live in host memory)");
   const auto tokenizer = model::Tokenizer::load(tokenizer_path(o));
   const auto model = o.source.load();
   if (o.server.debug.step_delay_ms > 0 || o.server.debug.logit_noise > 0)
@@ -90,8 +93,8 @@ void run(ServeOptions o) {
   std::cout << fmt::format("frank serving '{}' on {} (OpenAI API under {}/v1)\n", o.server.model_name, url, url);
   if (!backend.is_cpu())
     std::cout << fmt::format(
-                     "prefix cache: the last {} conversations' sessions stay in GPU memory, {:.3g} GiB of them in host "
-                     "memory (--gpu-sessions, --prefix-cache-gb)\n",
+                     "prefix cache: the last {} conversations' sessions stay in GPU memory, up to {:.3g} GiB of "
+                     "conversations in host memory (--gpu-sessions, --prefix-cache-gb)\n",
                      o.server.gpu_sessions, o.prefix_cache_gb)
               << std::flush;
   if (!o.source.synthetic.empty())
@@ -132,7 +135,7 @@ void register_serve(CLI::App& app) {
                   "host memory for kept conversations and their checkpoints (0: no prefix cache)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--gpu-sessions", opts->server.gpu_sessions,
+  opts->gpu_sessions_option = cmd->add_option("--gpu-sessions", opts->server.gpu_sessions,
                   "--backend cuda: ended conversations whose sessions stay in GPU memory, least recently used "
                   "evicted first (a turn continuing one uploads nothing; 0: every resume uploads from host memory)")
       ->capture_default_str();

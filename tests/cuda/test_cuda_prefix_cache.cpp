@@ -10,9 +10,8 @@
 //   - A 10-turn conversation through the engine worker: each warm turn prefills exactly its new
 //     tokens (counted, asserted); the time to first token of cold, warm-from-GPU and
 //     warm-from-host turns is printed, not asserted.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <set>
 #include <span>
@@ -170,7 +169,9 @@ double ttft_sum(const server::Metrics& m, const char* cache) {
 // One way of serving the conversation: its sessions, metrics and worker.
 struct Arm {
   Arm(cuda::DeviceSessions& device, const engine::Model& model, engine::PrefixCache* cache, size_t resident)
-      : counting(device), sessions(counting, cache, nullptr, metrics, resident), worker(model, sessions, metrics, 1 << 16, 1024) {
+      : counting(device),
+        sessions(counting, cache, nullptr, metrics, resident),
+        worker(model, sessions, metrics, 1 << 16, 1024) {
     server::EngineWorker::declare_metrics(metrics);
   }
   // Runs a one-token request (the prefill only): its first token's log-probability, the prompt

@@ -22,7 +22,9 @@ class HostSession : public BackendSession {
 
 }  // namespace
 
-std::unique_ptr<BackendSession> HostSessions::fresh() { return std::make_unique<HostSession>(model_, model_.new_session()); }
+std::unique_ptr<BackendSession> HostSessions::fresh() {
+  return std::make_unique<HostSession>(model_, model_.new_session());
+}
 
 std::unique_ptr<BackendSession> HostSessions::resume(Session state) {
   return std::make_unique<HostSession>(model_, std::move(state));

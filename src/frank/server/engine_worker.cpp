@@ -80,7 +80,8 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_counter("frank_prefix_cache_hits_total",
                     "Requests resumed from a kept state, by tier (label tier: gpu = a session resident in GPU "
                     "memory, host = the prefix cache, disk = the prefix store)");
-  m.declare_counter("frank_prefix_cache_hit_tokens_total", "Prompt tokens resumed from a kept state, by tier (label tier)");
+  m.declare_counter("frank_prefix_cache_hit_tokens_total",
+                    "Prompt tokens resumed from a kept state, by tier (label tier)");
   m.declare_counter("frank_prefix_cache_misses_total", "Requests that found nothing to resume (a fresh session)");
   m.declare_gauge("frank_gpu_resident_sessions", "Ended conversations whose sessions are kept in GPU memory");
   m.declare_counter("frank_gpu_session_evictions_total", "Sessions evicted from GPU memory (least recently used)");

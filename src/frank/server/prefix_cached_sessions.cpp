@@ -48,8 +48,7 @@ int64_t PrefixCachedSessions::open(std::span<const int32_t> prompt) {
 }
 
 void PrefixCachedSessions::start(std::unique_ptr<engine::BackendSession> session,
-                                 std::vector<engine::SessionCheckpoint> checkpoints, const char* tier,
-                                 int64_t reused) {
+                                 std::vector<engine::SessionCheckpoint> checkpoints, const char* tier, int64_t reused) {
   open_ = std::move(session);
   checkpoints_ = std::move(checkpoints);
   metrics_.add("frank_prefix_cache_hits_total", 1, {{"tier", tier}});

@@ -60,8 +60,8 @@ class PrefixCachedSessions : public RequestSessions {
   const engine::PrefixStore* store_;
   Metrics& metrics_;
   const size_t resident_capacity_;
-  std::list<Resident> resident_;  // most recently used first
-  std::unique_ptr<engine::BackendSession> open_;    // the open request's session
+  std::list<Resident> resident_;                        // most recently used first
+  std::unique_ptr<engine::BackendSession> open_;        // the open request's session
   std::vector<engine::SessionCheckpoint> checkpoints_;  // its conversation's checkpoints
 };
 
