@@ -54,6 +54,20 @@ int64_t smallest_ratio(const engine::Model& model) {
   return ratio;
 }
 
+bool same(const engine::CompressorCheckpoint& a, const engine::CompressorCheckpoint& b) {
+  return a.pending_kv == b.pending_kv && a.pending_gate == b.pending_gate && a.pending == b.pending &&
+         a.overlap_kv == b.overlap_kv && a.overlap_gate == b.overlap_gate && a.has_overlap == b.has_overlap &&
+         a.n_entries == b.n_entries;
+}
+bool same(const engine::SessionCheckpoint& a, const engine::SessionCheckpoint& b) {
+  if (a.position != b.position || a.layers.size() != b.layers.size()) return false;
+  for (size_t l = 0; l < a.layers.size(); ++l)
+    if (a.layers[l].window != b.layers[l].window || !same(a.layers[l].compressor, b.layers[l].compressor) ||
+        !same(a.layers[l].indexer, b.layers[l].indexer))
+      return false;
+  return true;
+}
+
 TEST(CudaPrefixCache, ResumingFromEveryCheckpointEqualsAFreshPrefill) {
   REQUIRE_GPU();
   for (const auto& dir : fixture_dirs()) {
@@ -64,13 +78,16 @@ TEST(CudaPrefixCache, ResumingFromEveryCheckpointEqualsAFreshPrefill) {
     cuda::DeviceSession fresh_session = gpu.new_session();
     const Tensor fresh = gpu.forward(fresh_session, f.ids, Logits::All);
 
-    // One session fed a token at a time, a checkpoint downloaded at every position; then the whole
-    // session (the later state every checkpoint is restored from, and itself an exact end).
+    // One session fed a token at a time, a checkpoint downloaded at every position (the same as
+    // checkpointing the whole downloaded session, bit for bit); then the whole session (the later
+    // state every checkpoint is restored from, and itself an exact end).
     cuda::DeviceSession ran = gpu.new_session();
     std::vector<engine::SessionCheckpoint> checkpoints;
     for (size_t p = 1; p < n; ++p) {
       gpu.forward(ran, slice(f.ids, p - 1, p), Logits::Last);
       checkpoints.push_back(cuda::download_checkpoint(gpu, ran));
+      ASSERT_TRUE(same(checkpoints.back(), engine::take_checkpoint(cuda::download_session(gpu, ran))))
+          << f.name() << ": the checkpoint downloaded at " << p << " is not the downloaded session's";
     }
     const engine::Session later = cuda::download_session(gpu, ran);
 
