@@ -198,8 +198,12 @@ TEST(CudaSpeculative, GreedyEqualsPlainGreedyForEveryDrafter) {
         std::vector<int32_t> tokens = prompt;
         const auto st = speculative_greedy(gpu, drafter, k, tokens, total);
         ASSERT_EQ(tokens, plain) << f.name() << ": k = " << k << ", drafter " << name;
-        if (std::string(name) == "right") EXPECT_EQ(st.accepted, st.drafted) << f.name() << ", k = " << k;
-        if (std::string(name) == "wrong") EXPECT_EQ(st.accepted, 0) << f.name() << ", k = " << k;
+        if (std::string(name) == "right") {
+          EXPECT_EQ(st.accepted, st.drafted) << f.name() << ", k = " << k;
+        }
+        if (std::string(name) == "wrong") {
+          EXPECT_EQ(st.accepted, 0) << f.name() << ", k = " << k;
+        }
       }
     std::cout << fmt::format("[ speculative ] {}: greedy with k = 1..4 and 3 drafters = plain greedy ({} tokens)\n",
                              f.name(), total - prompt_length);

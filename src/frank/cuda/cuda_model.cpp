@@ -158,6 +158,7 @@ void CudaModel::finish(DeviceSession& s, int64_t tokens, CallOutputs outputs) {
   step_times_.push_back({tokens, last_graph_, ms});
   warm_ = true;
   s.recorded_from = outputs.record ? s.position : -1;
+  s.records += outputs.record ? 1 : 0;
   s.position += tokens;
 }
 

@@ -56,6 +56,7 @@ struct DeviceSession {
   // Where the last call started when it recorded its projections (CallOutputs::record), else -1:
   // what a rewind (device_checkpoint.h) checks before it replays them.
   int64_t recorded_from = -1;
+  int64_t records = 0;  // calls that recorded their projections so far (the record is the last one's)
   std::vector<std::unique_ptr<StepGraph>> graphs;  // they point into `layers`: dropped with them
 };
 

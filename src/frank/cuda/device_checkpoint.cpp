@@ -44,6 +44,8 @@ DeviceCheckpoint take_checkpoint(CudaModel& model, DeviceSession& session, int64
   DeviceCheckpoint cp;
   cp.position = start;
   cp.tokens = tokens;
+  cp.recorded_from = session.recorded_from;
+  cp.records = session.records;
   cp.position_at = DeviceArray<int64_t>({1}, stream);
   cp.position_at.copy_from_host(&cp.position);
   for (size_t l = 0; l < session.layers.size(); ++l) {
@@ -84,6 +86,7 @@ void rewind(CudaModel& model, DeviceSession& session, const DeviceCheckpoint& ch
   for (size_t l = 0; l < session.layers.size(); ++l)
     ops.replay_call(session.layers[l], model.model().attention()[l], keep);
   session.position = start + keep;
+  if (keep == 0 && session.records == checkpoint.records) session.recorded_from = checkpoint.recorded_from;
 }
 
 }  // namespace frank::cuda

@@ -24,6 +24,7 @@ struct DeviceCheckpoint {
     int64_t offset, bytes, token;
   };
   int64_t position = 0, tokens = 0;
+  int64_t recorded_from = -1, records = 0;  // the session's, when the checkpoint was taken
   DeviceArray<int64_t> position_at;  // [1]: `position`, where the replayed compressors read it
   DeviceArray<uint8_t> saved;
   std::vector<Piece> pieces;
@@ -36,7 +37,9 @@ DeviceCheckpoint take_checkpoint(CudaModel& model, DeviceSession& session, int64
 // The session as if only the first `keep` tokens fed since `checkpoint` had been consumed: equal
 // to a session that was fed exactly those. keep > 0 needs the session's last call to be the
 // verify call (CudaModel::verify) right after the checkpoint, or a rewind of it (so a step can be
-// rewound again, to fewer); keep == 0 undoes any calls since the checkpoint that it covers.
+// rewound again, to fewer); keep == 0 undoes any calls since the checkpoint that it covers, and
+// when none of them recorded, the session's record is again the one it had at the checkpoint (so a
+// call probed and undone in between does not stop a rewind of the verify call before it).
 // Throws frank::Error otherwise.
 void rewind(CudaModel& model, DeviceSession& session, const DeviceCheckpoint& checkpoint, int64_t keep);
 
