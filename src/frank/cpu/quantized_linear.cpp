@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "frank/core/error.h"
+#include "frank/cpu/quant/exl3_gemv.h"
 #include "frank/cpu/quant/quant_formats.h"
 
 namespace frank::cpu {
@@ -34,6 +35,10 @@ double fp4_row_dot(const QuantizedMatrix& w, int64_t r, const float* x) {
 }  // namespace
 
 void check_quantized_matrix(const QuantizedMatrix& w) {
+  if (w.format == QuantizedMatrix::Format::Exl3) {
+    exl3_view(w);  // checks the trellis, the sign vectors and their sizes
+    return;
+  }
   size_t values = 0, scales = 0;
   if (w.format == QuantizedMatrix::Format::Fp8Block) {
     const Fp8BlockMatrix view{w.values.data(), w.scales.data(), w.rows, w.cols, w.block};
@@ -54,7 +59,9 @@ void check_quantized_matrix(const QuantizedMatrix& w) {
 std::vector<float> dequantize(const QuantizedMatrix& w) {
   check_quantized_matrix(w);
   std::vector<float> out(static_cast<size_t>(w.rows * w.cols));
-  if (w.format == QuantizedMatrix::Format::Fp8Block)
+  if (w.format == QuantizedMatrix::Format::Exl3)
+    dequantize(exl3_view(w), out.data());
+  else if (w.format == QuantizedMatrix::Format::Fp8Block)
     dequantize(Fp8BlockMatrix{w.values.data(), w.scales.data(), w.rows, w.cols, w.block}, out.data());
   else
     dequantize(Fp4Matrix{w.values.data(), w.scales.data(), w.rows, w.cols}, out.data());
@@ -63,6 +70,10 @@ std::vector<float> dequantize(const QuantizedMatrix& w) {
 
 void quantized_linear_rows(const float* x, int64_t n, const QuantizedMatrix& w, int64_t row_begin, int64_t row_end,
                            float* y) {
+  if (w.format == QuantizedMatrix::Format::Exl3) {
+    linear_rows(active_cpu_kernels(), x, n, exl3_view(w), y, row_begin, row_end);
+    return;
+  }
   const int64_t out = row_end - row_begin;
   const bool fp8 = w.format == QuantizedMatrix::Format::Fp8Block;
   for (int64_t t = 0; t < n; ++t)

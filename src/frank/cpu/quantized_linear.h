@@ -1,7 +1,8 @@
 #pragma once
 // The reference product with a quantized Linear weight: every value decoded exactly where it is
 // used (e4m3 / e2m1 times its power-of-two scale: no rounding) and accumulated in double, as the
-// fp32 reference does for dense weights. Nothing is dequantised ahead of time.
+// fp32 reference does for dense weights; EXL3 weights go through cpu/quant/exl3_gemv.h (fp32, the
+// same result at every kernel level). Nothing is dequantised ahead of time.
 #include <cstdint>
 #include <vector>
 
@@ -14,7 +15,7 @@ void quantized_linear_rows(const float* x, int64_t n, const QuantizedMatrix& w, 
                            float* y);
 
 // W as fp32 [rows * cols], decoded exactly (e4m3 / e2m1 times a power of two needs at most 4
-// significant bits, so it is also exact in bf16). For a backend that has no kernels for the
+// significant bits, so it is also exact in bf16; EXL3's Hadamard sandwich is computed in fp32). For a backend that has no kernels for the
 // quantized formats yet; the CPU reference itself never materialises W.
 std::vector<float> dequantize(const QuantizedMatrix& w);
 

@@ -28,8 +28,12 @@ std::string fingerprint_of(const model::ModelConfig& c, model::ModelWeights& w) 
     };
     if (slot.linear != nullptr && slot.linear->quantized) {
       text += "q";
-      sample(slot.linear->quantized->values);
-      sample(slot.linear->quantized->scales);
+      const QuantizedMatrix& q = *slot.linear->quantized;
+      sample(q.values);
+      sample(q.scales);
+      sample(q.trellis);  // EXL3 (the others are empty for FP8 / FP4)
+      sample(q.suh);
+      sample(q.svh);
     } else {
       sample(slot.dst->data);
     }

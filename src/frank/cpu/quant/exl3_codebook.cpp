@@ -23,10 +23,9 @@ std::uint16_t sum_of_halves(std::uint32_t hash) {
 // of two. The fp32 product and sum below are therefore exact, and the one rounding is to fp16.
 // (Rounding the product to fp16 first, as a separate fp16 multiply would, is wrong for 92% of states.)
 std::uint16_t mul1_value(std::uint16_t state) {
-  const std::uint32_t y = static_cast<std::uint32_t>(state) * 0x83DCD12Du;
+  const std::uint32_t y = static_cast<std::uint32_t>(state) * kExl3Mul1Multiplier;
   const std::uint32_t byte_sum = (y & 0xFFu) + ((y >> 8) & 0xFFu) + ((y >> 16) & 0xFFu) + (y >> 24);
-  const float k_inv = f16_to_f32(0x1EEE), k_bias = f16_to_f32(0xC931);
-  return f32_to_f16(static_cast<float>(1024u + byte_sum) * k_inv + k_bias);
+  return f32_to_f16(static_cast<float>(1024u + byte_sum) * kExl3Mul1Inv + kExl3Mul1Bias);
 }
 
 }  // namespace
@@ -45,8 +44,8 @@ std::string_view exl3_codebook_name(Exl3Codebook codebook) {
 std::uint16_t exl3_codebook_value(Exl3Codebook codebook, std::uint16_t state) {
   const std::uint32_t x = state;
   switch (codebook) {
-    case Exl3Codebook::ThreeInst: return sum_of_halves(x * 89226354u + 64248484u);
-    case Exl3Codebook::Mcg: return sum_of_halves(x * 0xCBAC1FEDu);
+    case Exl3Codebook::ThreeInst: return sum_of_halves(x * kExl3ThreeInstMultiplier + kExl3ThreeInstIncrement);
+    case Exl3Codebook::Mcg: return sum_of_halves(x * kExl3McgMultiplier);
     case Exl3Codebook::Mul1: return mul1_value(state);
   }
   return 0;
