@@ -1,6 +1,7 @@
 // The AVX2 EXL3 kernel (avx2 + fma + f16c, as quant_kernels_avx2.cpp): exl3_kernels_avx512.cpp
-// with each 16-output tile row split into two ymm halves. Same operations in the same order per
-// output, so the result equals the scalar kernel's bit for bit.
+// with each 16-output tile row as two ymm halves, each decoded from the regrouped tile words with
+// uniform shifts (exl3_kernels.h). Same operations in the same order per output, so the result
+// equals the scalar kernel's bit for bit.
 #include <immintrin.h>
 
 #include "frank/cpu/quant/exl3_codebook.h"
@@ -46,15 +47,15 @@ FRANK_AVX2 inline __m256 codebook_values(__m256i state, Exl3Codebook codebook) {
   return round_through_half(_mm256_add_ps(low, high));
 }
 
-FRANK_AVX2 inline __m256i load8(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+FRANK_AVX2 inline __m256i load8(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// The decoded weights at tile positions p .. p + 7.
-FRANK_AVX2 inline __m256 decode8(const int* words, const Exl3StateSources& src, int p, Exl3Codebook codebook) {
-  const __m256i first = _mm256_i32gather_epi32(words, load8(&src.first[p]), 4);
-  const __m256i second = _mm256_i32gather_epi32(words, load8(&src.second[p]), 4);
-  __m256i state = _mm256_or_si256(_mm256_sllv_epi32(first, load8(&src.shl_first[p])),
-                                  _mm256_srlv_epi32(second, load8(&src.shr_second[p])));
-  state = _mm256_or_si256(state, _mm256_srlv_epi32(first, load8(&src.shr_first[p])));
+FRANK_AVX2 inline __m128i count(std::uint32_t c) { return _mm_cvtsi64_si128(static_cast<long long>(c)); }
+
+// The decoded weights of one row half (exl3_kernels.h: regrouped words, uniform shifts).
+FRANK_AVX2 inline __m256 decode8(const std::uint32_t* lanes, const Exl3RowHalf& d, Exl3Codebook codebook) {
+  const __m256i first = load8(lanes + d.first_row * 8), second = load8(lanes + (d.first_row + 1) * 8);
+  __m256i state = _mm256_or_si256(_mm256_sll_epi32(first, count(d.shl_first)), _mm256_srl_epi32(second, count(d.shr_second)));
+  state = _mm256_or_si256(state, _mm256_srl_epi32(first, count(d.shr_first)));
   return codebook_values(_mm256_and_si256(state, _mm256_set1_epi32(0xFFFF)), codebook);
 }
 
@@ -63,17 +64,19 @@ FRANK_AVX2 inline __m256 decode8(const int* words, const Exl3StateSources& src, 
 FRANK_AVX2 void exl3_block_avx2(const float* u, int n, const Exl3Matrix& w, std::int64_t block, float* acc) {
   const Exl3Trellis& tr = w.trellis;
   const std::int64_t cols = w.padded_cols();
-  const Exl3StateSources& src = exl3_state_sources(tr.bits);
+  Exl3RowHalf halves[kExl3TileSide][2];
+  for (int r = 0; r < kExl3TileSide; ++r)
+    for (int h = 0; h < 2; ++h) halves[r][h] = exl3_row_half(tr.bits, r, h);
+  alignas(32) std::uint32_t lanes[kExl3RegroupedRows * 8];
   for (std::int64_t kt = 0; kt < tr.tiles_k; ++kt)
     for (int j = 0; j < kExl3TilesPerBlock; ++j) {
       const std::int64_t nt = block * kExl3TilesPerBlock + j;
-      // The tile's uint32 words (little-endian pairs of uint16), as the gathers' base.
-      const int* words = reinterpret_cast<const int*>(tr.words + (kt * tr.tiles_n + nt) * tr.words_per_tile());
+      exl3_regroup_words(tr.words + (kt * tr.tiles_n + nt) * tr.words_per_tile(), tr.bits, lanes);
       __m256 partial[kExl3MaxKernelTokens][2];
       for (int t = 0; t < n; ++t) partial[t][0] = partial[t][1] = _mm256_setzero_ps();
       for (int r = 0; r < kExl3TileSide; ++r) {
-        const __m256 q0 = decode8(words, src, r * kExl3TileSide, tr.codebook);
-        const __m256 q1 = decode8(words, src, r * kExl3TileSide + 8, tr.codebook);
+        const __m256 q0 = decode8(lanes, halves[r][0], tr.codebook);
+        const __m256 q1 = decode8(lanes, halves[r][1], tr.codebook);
         for (int t = 0; t < n; ++t) {
           const __m256 x = _mm256_set1_ps(u[t * cols + kt * kExl3TileSide + r]);
           partial[t][0] = _mm256_add_ps(partial[t][0], _mm256_mul_ps(x, q0));
