@@ -211,8 +211,8 @@ std::vector<int64_t> Checkpoint::read_i64(const std::string& name, const std::ve
   }
 }
 
-std::vector<uint8_t> Checkpoint::read_bytes(const std::string& name, const std::vector<int64_t>& expected_shape,
-                                            std::initializer_list<DType> accepted) const {
+std::span<const std::byte> Checkpoint::read_raw(const std::string& name, const std::vector<int64_t>& expected_shape,
+                                                std::initializer_list<DType> accepted, std::size_t element_bytes) const {
   const auto [file, info] = locate(name, expected_shape);
   if (std::find(accepted.begin(), accepted.end(), info->dtype) == accepted.end()) {
     std::string names;
@@ -220,11 +220,25 @@ std::vector<uint8_t> Checkpoint::read_bytes(const std::string& name, const std::
     throw Error(fmt::format("tensor '{}' has dtype {}: expected {}", name, info->dtype_name, names));
   }
   const std::span<const std::byte> raw = file->bytes(*info);
-  if (raw.size() != static_cast<std::size_t>(info->numel()))
+  if (raw.size() != static_cast<std::size_t>(info->numel()) * element_bytes)
     throw Error(fmt::format("tensor '{}' in '{}': byte size {} does not match its shape", name,
                             file->path().string(), raw.size()));
+  return raw;
+}
+
+std::vector<uint8_t> Checkpoint::read_bytes(const std::string& name, const std::vector<int64_t>& expected_shape,
+                                            std::initializer_list<DType> accepted) const {
+  const std::span<const std::byte> raw = read_raw(name, expected_shape, accepted, 1);
   std::vector<uint8_t> out(raw.size());
   if (!out.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+  return out;
+}
+
+std::vector<uint16_t> Checkpoint::read_u16(const std::string& name, const std::vector<int64_t>& expected_shape,
+                                           std::initializer_list<DType> accepted) const {
+  const std::span<const std::byte> raw = read_raw(name, expected_shape, accepted, 2);
+  std::vector<uint16_t> out(raw.size() / 2);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = load<uint16_t>(raw.data() + 2 * i);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ class Checkpoint {
   // shape check; its dtype must be one of `accepted`.
   std::vector<uint8_t> read_bytes(const std::string& name, const std::vector<int64_t>& expected_shape,
                                   std::initializer_list<DType> accepted) const;
+  // The 16-bit elements of a tensor as stored (EXL3 trellis words, fp16 bits), same checks.
+  std::vector<uint16_t> read_u16(const std::string& name, const std::vector<int64_t>& expected_shape,
+                                 std::initializer_list<DType> accepted) const;
   // I64 / I32 / I16 / I8 / U8 / U16 / U32 (and U64 values that fit) as int64, same shape check.
   std::vector<int64_t> read_i64(const std::string& name, const std::vector<int64_t>& expected_shape) const;
 
@@ -45,6 +49,9 @@ class Checkpoint {
   };
   // Finds the tensor and checks its shape; throws if absent or mismatched.
   Located locate(const std::string& name, const std::vector<int64_t>& expected_shape) const;
+  // The tensor's bytes after the shape, dtype (one of `accepted`) and byte-size checks.
+  std::span<const std::byte> read_raw(const std::string& name, const std::vector<int64_t>& expected_shape,
+                                      std::initializer_list<DType> accepted, std::size_t element_bytes) const;
 
   std::filesystem::path dir_;
   std::vector<SafetensorsFile> files_;       // one per shard; vector move keeps elements in place

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "frank/core/error.h"
+#include "frank/model/exl3_linear_loader.h"
 #include "frank/model/linear_loader.h"
 #include "frank/model/names.h"
 
@@ -46,6 +47,12 @@ void SlotLoader::load(const WeightSlot& slot) {
     used_.insert(*name);
     return;
   }
+  if (slot.linear != nullptr)
+    for (const auto& name : names)
+      if (exl3_trellis_name(ck_, name)) {
+        load_exl3_linear(ck_, name, slot.shape, exl3_pack(), *slot.linear, used_);
+        return;
+      }
   std::smatch m;
   if (std::regex_match(slot.name, m, expert_name)) {
     slot.dst->shape = slot.shape;
@@ -74,6 +81,11 @@ bool SlotLoader::fill_stacked(int layer, int expert, const std::string& which, T
   const int64_t n = down ? D * I : I * D;
   dst.data.assign(all.begin() + offset, all.begin() + offset + n);
   return true;
+}
+
+const Exl3Pack& SlotLoader::exl3_pack() {
+  if (!exl3_pack_) exl3_pack_ = read_exl3_pack(ck_.dir());
+  return *exl3_pack_;
 }
 
 std::vector<std::string> SlotLoader::unused(const std::function<bool(const std::string&)>& ignore) const {

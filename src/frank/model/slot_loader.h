@@ -1,7 +1,8 @@
 #pragma once
 // Fills WeightSlots (weights.h) from a checkpoint: each official name is tried in every spelling a
-// family's name mapping gives, Linear weights keep their FP8/FP4 form (linear_loader.h), and routed
-// experts may come stacked per layer (transformers). Shared by the V4 and V4.1 loaders.
+// family's name mapping gives, Linear weights keep their FP8/FP4 form (linear_loader.h) or, where
+// the checkpoint has a `.trellis` instead of a `.weight`, their EXL3 form (exl3_linear_loader.h),
+// and routed experts may come stacked per layer (transformers). Shared by the V4 and V4.1 loaders.
 #include <functional>
 #include <map>
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "frank/model/checkpoint.h"
 #include "frank/model/config_common.h"
+#include "frank/model/exl3_pack.h"
 #include "frank/model/weights.h"
 
 namespace frank::model {
@@ -33,12 +35,15 @@ class SlotLoader {
  private:
   // Fills one expert's w1/w3/w2 from the layer's stacked tensors; false when there are none.
   bool fill_stacked(int layer, int expert, const std::string& which, Tensor& dst);
+  // The checkpoint's EXL3 declarations, read when the first EXL3 Linear is met.
+  const Exl3Pack& exl3_pack();
 
   const Checkpoint& ck_;
   const CommonConfig& dims_;
   NameCandidates names_;
   std::set<std::string> used_;
   std::map<std::string, std::vector<float>> stacked_;  // stacked tensor name -> its values
+  std::optional<Exl3Pack> exl3_pack_;
 };
 
 }  // namespace frank::model
