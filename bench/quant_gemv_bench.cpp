@@ -1,11 +1,12 @@
-// Single-threaded FP8-block / FP4 linear kernels (src/frank/cpu/quant) on DeepSeek-V4-Flash
-// shapes, measured against this machine's DRAM read bandwidth measured in the same run.
+// Single-threaded FP8-block / FP4 / EXL3 linear kernels (src/frank/cpu/quant) on DeepSeek-V4-Flash
+// shapes (EXL3: V4.1's expert shapes at K = 2, 3, 4, MUL1), measured against this machine's DRAM
+// read bandwidth measured in the same run.
 //
 //   quant_gemv_bench [--reps N] [--rotate-mib M] [--bandwidth-mib M]
 //
 // Weights come from DRAM: each shape is copied until the copies total >= --rotate-mib (default 512,
 // well above a 32 MiB LLC) and every call uses the next copy. Bytes moved per call = weights +
-// scales + x + y. Prints Markdown tables (bandwidth, then one row per level / shape / n).
+// scales (EXL3: suh, svh) + x + y. Prints Markdown tables (bandwidth, then one row per level / shape / n).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "frank/core/error.h"
+#include "frank/cpu/quant/exl3_gemv.h"
 #include "frank/cpu/quant/quant_gemv.h"
 #include "memory_bandwidth.h"
 
@@ -45,28 +47,49 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
+enum class Format { Fp8, Fp4, Exl3 };
+
 struct Shape {
   const char* what;
-  bool fp4;
+  Format format;
   int64_t rows, cols;
+  int exl3_bits = 0;
 };
 
-// Copies of one random matrix (NaN bytes avoided, scales 2^-9..2^7), enough to exceed the LLC.
-// The copies hold the same bytes: only the addresses matter to the caches.
+// Copies of one random matrix (NaN bytes avoided, scales 2^-9..2^7; EXL3: any trellis bits, unit
+// sign/scale vectors), enough to exceed the LLC. The copies hold the same bytes: only the
+// addresses matter to the caches.
 struct Rotation {
   std::vector<std::vector<uint8_t>> weights, scales;
+  std::vector<std::vector<uint16_t>> trellis;  // EXL3
+  std::vector<uint16_t> suh, svh;              // EXL3 (read once per call, shared by the copies)
   int64_t weight_bytes, scale_bytes;
 };
 
-Rotation make_rotation(const Shape& s, int64_t rotate_bytes, std::mt19937& rng) {
+Rotation make_exl3_rotation(const Shape& s, int64_t rotate_bytes, std::mt19937& rng) {
   Rotation r;
-  r.weight_bytes = s.fp4 ? s.rows * s.cols / 2 : s.rows * s.cols;
-  r.scale_bytes = s.fp4 ? s.rows * s.cols / 32 : ((s.rows + 127) / 128) * ((s.cols + 127) / 128);
+  r.weight_bytes = s.rows * s.cols * s.exl3_bits / 8;
+  r.scale_bytes = 2 * (s.rows + s.cols);
+  std::vector<uint16_t> words(static_cast<size_t>(r.weight_bytes / 2));
+  for (auto& w : words) w = static_cast<uint16_t>(rng());
+  const int64_t copies = std::max<int64_t>(2, (rotate_bytes + r.weight_bytes - 1) / r.weight_bytes);
+  r.trellis.assign(static_cast<size_t>(copies), words);
+  r.suh.assign(static_cast<size_t>(s.cols), 0x3C00);  // fp16 1.0
+  r.svh.assign(static_cast<size_t>(s.rows), 0x3C00);
+  return r;
+}
+
+Rotation make_rotation(const Shape& s, int64_t rotate_bytes, std::mt19937& rng) {
+  if (s.format == Format::Exl3) return make_exl3_rotation(s, rotate_bytes, rng);
+  const bool fp4 = s.format == Format::Fp4;
+  Rotation r;
+  r.weight_bytes = fp4 ? s.rows * s.cols / 2 : s.rows * s.cols;
+  r.scale_bytes = fp4 ? s.rows * s.cols / 32 : ((s.rows + 127) / 128) * ((s.cols + 127) / 128);
   std::uniform_int_distribution<int> byte(0, 255), scale(118, 134);
   std::vector<uint8_t> w(static_cast<size_t>(r.weight_bytes)), sc(static_cast<size_t>(r.scale_bytes));
   for (auto& b : w) {
     b = static_cast<uint8_t>(byte(rng));
-    if (!s.fp4 && (b & 0x7F) == 0x7F) b ^= 1;  // e4m3 NaN -> 448
+    if (!fp4 && (b & 0x7F) == 0x7F) b ^= 1;  // e4m3 NaN -> 448
   }
   for (auto& b : sc) b = static_cast<uint8_t>(scale(rng));
   const int64_t copies = std::max<int64_t>(2, (rotate_bytes + r.weight_bytes - 1) / r.weight_bytes);
@@ -75,8 +98,14 @@ Rotation make_rotation(const Shape& s, int64_t rotate_bytes, std::mt19937& rng) 
   return r;
 }
 
+size_t copies(const Rotation& r) { return r.trellis.empty() ? r.weights.size() : r.trellis.size(); }
+
 void call(CpuKernels level, const Shape& s, const Rotation& r, size_t copy, const float* x, int n, float* y) {
-  if (s.fp4) {
+  if (s.format == Format::Exl3) {
+    const frank::cpu::Exl3Matrix w{{r.trellis[copy].data(), s.cols / 16, s.rows / 16, s.exl3_bits, frank::Exl3Codebook::Mul1},
+                                   r.suh.data(), r.svh.data(), s.rows, s.cols};
+    frank::cpu::linear_rows(level, x, n, w, y, 0, s.rows);
+  } else if (s.format == Format::Fp4) {
     const frank::cpu::Fp4Matrix w{r.weights[copy].data(), r.scales[copy].data(), s.rows, s.cols};
     frank::cpu::linear_rows(level, x, n, w, y, 0, s.rows);
   } else {
@@ -98,9 +127,15 @@ int main(int argc, char** argv) try {
              "{} threads median {:.1f} GB/s (min {:.1f}, max {:.1f})\n\n",
              o.bandwidth_mib, bw1.median, bw1.min, bw1.max, threads, bwn.median, bwn.min, bwn.max);
 
-  const Shape shapes[] = {{"FP8 wq/wo-like 4096x4096", false, 4096, 4096}, {"FP8 1024x4096", false, 1024, 4096},
-                          {"FP8 32768x1024", false, 32768, 1024}, {"FP4 expert gate/up 2048x4096", true, 2048, 4096},
-                          {"FP4 expert down 4096x2048", true, 4096, 2048}};
+  const Shape shapes[] = {{"FP8 wq/wo-like 4096x4096", Format::Fp8, 4096, 4096},
+                          {"FP8 1024x4096", Format::Fp8, 1024, 4096},
+                          {"FP8 32768x1024", Format::Fp8, 32768, 1024},
+                          {"FP4 expert gate/up 2048x4096", Format::Fp4, 2048, 4096},
+                          {"FP4 expert down 4096x2048", Format::Fp4, 4096, 2048},
+                          {"EXL3 K2 V4.1 expert gate/up 2304x5120", Format::Exl3, 2304, 5120, 2},
+                          {"EXL3 K3 V4.1 expert gate/up 2304x5120", Format::Exl3, 2304, 5120, 3},
+                          {"EXL3 K3 V4.1 expert down 5120x2304", Format::Exl3, 5120, 2304, 3},
+                          {"EXL3 K4 V4.1 expert gate/up 2304x5120", Format::Exl3, 2304, 5120, 4}};
   fmt::print("| level | shape | n | median µs | IQR µs | min-max µs | MB moved | GB/s (median) | of 1-thread DRAM BW |\n");
   fmt::print("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   std::mt19937 rng(1);
@@ -115,7 +150,7 @@ int main(int argc, char** argv) try {
         size_t copy = 0;
         call(level, s, r, copy++, x.data(), n, y.data());  // warm-up (page faults, code)
         std::vector<double> micros;
-        for (int rep = 0; rep < o.reps; ++rep, copy = (copy + 1) % r.weights.size()) {
+        for (int rep = 0; rep < o.reps; ++rep, copy = (copy + 1) % copies(r)) {
           const auto start = Clock::now();
           call(level, s, r, copy, x.data(), n, y.data());
           micros.push_back(seconds_since(start) * 1e6);
