@@ -7,7 +7,6 @@
 //     partial[c] = 0; for r = 0..15: partial[c] = partial[c] + u[16kt + r] * q[r][c]   (no FMA)
 //     acc[c] = acc[c] + partial[c]
 // q is exact (a decoded fp16 value), so only the order of the products and sums matters.
-#include <array>
 #include <cstdint>
 
 #include "frank/cpu/quant/exl3_matrix.h"
