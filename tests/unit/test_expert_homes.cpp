@@ -1,0 +1,115 @@
+// Expert homes (experts/expert_homes.h): a plan file or a GPU memory budget turned into where each
+// routed expert of the model lives, with the weights' GPU footprint computed by hand here, and
+// every bad request refused with a message that names the problem.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <unistd.h>
+
+#include "frank/core/error.h"
+#include "frank/experts/expert_homes.h"
+#include "frank/experts/model_fingerprint.h"
+#include "frank/model/synthetic.h"
+
+namespace frank::experts {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Tiny {
+  model::ModelConfig config = model::synthetic_config("tiny");  // 6 layers x 8 experts, top-2
+  model::ModelWeights weights = model::random_weights(config, 1);
+};
+
+std::string write_plan(const nlohmann::json& j) {
+  static int count = 0;
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("frank-homes-" + std::to_string(::getpid()) + "-" + std::to_string(++count) + ".json");
+  std::ofstream(path) << j.dump();
+  return path.string();
+}
+
+nlohmann::json plan_json(const std::string& fingerprint, nlohmann::json layers, int count) {
+  return {{"format", "frank-expert-plan"}, {"version", 1},       {"model_fingerprint", fingerprint},
+          {"n_layers", 6},                 {"n_experts", 8},    {"cpu_expert_count", count},
+          {"layers", std::move(layers)}};
+}
+
+void expect_error(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    FAIL() << "expected an error mentioning '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(fragment));
+  }
+}
+
+TEST(ExpertHomes, TheFootprintCountsARoutedExpertsThreeMatrices) {
+  const Tiny t;
+  const GpuWeightBytes bf16 = gpu_weight_bytes(t.config, t.weights, 2), fp32 = gpu_weight_bytes(t.config, t.weights, 4);
+  EXPECT_EQ(bf16.routed_expert, 3.0 * 32 * 64 * 2);  // gate, up [32, 64], down [64, 32]
+  EXPECT_EQ(fp32.routed_expert, 3.0 * 32 * 64 * 4);
+  // Among the rest: the shared experts (6 of them) and the three hash layers' tables [256, 2] int32.
+  EXPECT_GT(bf16.other, 6 * bf16.routed_expert + 3 * 256 * 2 * 4);
+  EXPECT_LT(bf16.other, fp32.other);
+}
+
+TEST(ExpertHomes, NoPlanAndNoBudgetKeepEveryExpertOnTheGpu) {
+  const Tiny t;
+  const ExpertHomes h = choose_expert_homes(t.config, gpu_weight_bytes(t.config, t.weights, 2), {});
+  EXPECT_EQ(h.cpu_count(), 0u);
+}
+
+TEST(ExpertHomes, ABudgetSendsTheExpertsThatDoNotFitToTheCpuInTheDefaultOrdering) {
+  const Tiny t;
+  const GpuWeightBytes b = gpu_weight_bytes(t.config, t.weights, 2);
+  // Room for 10.5 routed experts: 10 stay on the GPU, 38 go to the CPU, 7 in layers 0-1, 6 in 2-5,
+  // the highest ids of each layer.
+  const ExpertHomes h = choose_expert_homes(t.config, b, {"", (b.other + 10.5 * b.routed_expert) / 1e9});
+  EXPECT_EQ(h.cpu_count(), 38u);
+  EXPECT_EQ(h.cpu_count(0), 7u);
+  EXPECT_EQ(h.cpu_count(5), 6u);
+  EXPECT_FALSE(h.on_cpu(5, 1));
+  EXPECT_TRUE(h.on_cpu(5, 2));
+  EXPECT_TRUE(h.on_cpu(0, 1));
+  EXPECT_FALSE(h.on_cpu(0, 0));
+  // A budget with room for everything keeps everything on the GPU.
+  EXPECT_EQ(choose_expert_homes(t.config, b, {"", 1.0}).cpu_count(), 0u);
+}
+
+TEST(ExpertHomes, ABudgetBelowTheOtherWeightsIsRefused) {
+  const Tiny t;
+  const GpuWeightBytes b = gpu_weight_bytes(t.config, t.weights, 2);
+  expect_error([&] { choose_expert_homes(t.config, b, {"", b.other / 2 / 1e9}); }, "is too small");
+}
+
+TEST(ExpertHomes, APlanIsReadAndValidatedAgainstTheModel) {
+  const Tiny t;
+  const GpuWeightBytes b = gpu_weight_bytes(t.config, t.weights, 2);
+  const std::string fp = model_fingerprint(t.config);
+  const auto good = write_plan(plan_json(fp, {{{"layer", 1}, {"cpu_experts", {0, 5}}}}, 2));
+  const ExpertHomes h = choose_expert_homes(t.config, b, {good, std::nullopt});
+  EXPECT_EQ(h.cpu_count(), 2u);
+  EXPECT_TRUE(h.on_cpu(1, 5));
+  EXPECT_FALSE(h.on_cpu(0, 5));
+
+  const auto other_model = write_plan(plan_json("deepseek_v4/43x256/top6", nlohmann::json::array(), 0));
+  expect_error([&] { choose_expert_homes(t.config, b, {other_model, std::nullopt}); }, "model_fingerprint");
+  const auto unknown_expert = write_plan(plan_json(fp, {{{"layer", 1}, {"cpu_experts", {8}}}}, 1));
+  expect_error([&] { choose_expert_homes(t.config, b, {unknown_expert, std::nullopt}); }, "unknown expert");
+  const auto unknown_layer = write_plan(plan_json(fp, {{{"layer", 6}, {"cpu_experts", {1}}}}, 1));
+  expect_error([&] { choose_expert_homes(t.config, b, {unknown_layer, std::nullopt}); }, "unknown layer");
+  const auto twice = write_plan(plan_json(fp, {{{"layer", 1}, {"cpu_experts", {1, 1}}}}, 2));
+  expect_error([&] { choose_expert_homes(t.config, b, {twice, std::nullopt}); }, "twice");
+  expect_error([&] { choose_expert_homes(t.config, b, {"/nonexistent/plan.json", std::nullopt}); }, "cannot open");
+  // The plan keeps 46 experts on the GPU; the budget has room for 10.
+  expect_error([&] { choose_expert_homes(t.config, b, {good, (b.other + 10.5 * b.routed_expert) / 1e9}); },
+               "has room for 10");
+  for (const auto& p : {good, other_model, unknown_expert, unknown_layer, twice}) std::filesystem::remove(p);
+}
+
+}  // namespace
+}  // namespace frank::experts
