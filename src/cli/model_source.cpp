@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <charconv>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "frank/core/error.h"
 #include "frank/engine/kv_record.h"
-#include <nlohmann/json.hpp>
-
+#include "frank/experts/expert_homes.h"
 #include "frank/model/config_common.h"
 #include "frank/model/loader.h"
 #include "frank/model/loader_v41.h"
@@ -38,6 +38,16 @@ void ModelSource::add_options(CLI::App& app) {
   app.add_option("--kv-dtype", kv_dtype,
                  "how the session stores attention K=V rows (window and compressed entries): fp32, bf16 or fp8 "
                  "(DeepSeek-V4's 584-byte record); other than fp32 needs --backend cuda")
+      ->capture_default_str();
+  app.add_option("--plan", plan,
+                 "cuda: an expert plan (docs/expert-plans.md): its CPU-homed routed experts stay in host memory and "
+                 "run on the CPU");
+  app.add_option("--gpu-memory-budget", gpu_memory_budget_gb,
+                 "cuda: GB of GPU memory for the weights; the routed experts that do not fit run on the CPU (chosen "
+                 "by the default ordering unless --plan is given, which must then fit)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cpu-expert-threads", cpu_expert_threads,
+                 "cuda with CPU-homed experts: threads that compute them, pinned to cores 0..N-1 (0: all)")
       ->capture_default_str();
   app.add_option("--dump-topk-rows", dump_topk_rows,
                  "write every indexer score row of the run to DIR/topk-rows.bin (CPU backend; for frank_topk_check "
@@ -85,6 +95,8 @@ std::unique_ptr<engine::Model> ModelSource::load() const {
                             "build with -DFRANK_CUDA=ON)",
                             backend));
 #endif
+  if ((!plan.empty() || gpu_memory_budget_gb) && backend != "cuda")
+    throw Error("--plan and --gpu-memory-budget place routed experts between GPU and CPU: they need --backend cuda");
   if (engine::parse_kv_format(kv_dtype) != engine::KvFormat::F32 && backend == "cpu")
     throw Error(fmt::format("--kv-dtype {}: the CPU backend (the fp32 reference) keeps K=V rows in fp32; bf16 and fp8 "
                             "storage need --backend cuda",
@@ -102,6 +114,22 @@ std::unique_ptr<engine::Model> ModelSource::load() const {
 struct Backend::Gpu {
   Gpu(const engine::Model& m, cuda::WeightType t, bool graphs, engine::KvFormat kv)
       : model(m, t, 0, {.enabled = graphs}), kv(kv) {}
+  // Homes routed experts on the CPU as the source asks (a bad plan or budget is refused here, before
+  // any step): what `serve` logs.
+  void place_experts(const engine::Model& m, const ModelSource& source) {
+    if (source.plan.empty() && !source.gpu_memory_budget_gb) return;
+    const int value_bytes = cuda::parse_weight_type(source.weights_dtype) == cuda::WeightType::BF16 ? 2 : 4;
+    const experts::GpuWeightBytes bytes = experts::gpu_weight_bytes(m.config(), m.weights(), value_bytes);
+    experts::ExpertHomes homes =
+        experts::choose_expert_homes(m.config(), bytes, {source.plan, source.gpu_memory_budget_gb});
+    const size_t cpu = homes.cpu_count(), total = static_cast<size_t>(m.config().num_layers) * m.config().n_routed_experts;
+    std::cerr << fmt::format("experts: {} of {} routed experts on the CPU ({}), {:.2f} GB of weights on the GPU; "
+                             "steps with CPU experts are issued eagerly (no CUDA graphs)\n",
+                             cpu, total, source.plan.empty() ? "default ordering" : source.plan,
+                             (bytes.other + static_cast<double>(total - cpu) * bytes.routed_expert) / 1e9);
+    model.device_weights().set_cpu_experts(
+        std::make_unique<cuda::CpuExperts>(m.config(), m.weights(), std::move(homes), source.cpu_expert_threads));
+  }
   cuda::CudaModel model;
   engine::KvFormat kv;
 };
@@ -116,9 +144,11 @@ Backend::Backend(engine::Model& model, const ModelSource& source) : model_(model
     model_.dump_topk_rows(dump_.get());
   }
 #ifdef FRANK_WITH_CUDA
-  if (source.backend == "cuda")
+  if (source.backend == "cuda") {
     gpu_ = std::make_unique<Gpu>(model, cuda::parse_weight_type(source.weights_dtype), source.cuda_graphs,
                                  engine::parse_kv_format(source.kv_dtype));
+    gpu_->place_experts(model, source);
+  }
 #else
   (void)source;
 #endif

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct ModelSource {
   std::string kv_dtype = "fp32";  // how the session stores K=V rows (cuda: fp32 | bf16 | fp8; cpu: fp32 only)
   std::string dump_topk_rows;  // a directory: the indexer's score rows of the run (CPU backend)
   std::string engram_data;     // DeepSeek-V4.1: the Engram token map and multipliers (safetensors)
+  // cuda: routed experts split between GPU memory and CPU RAM (experts/expert_homes.h).
+  std::string plan;
+  std::optional<double> gpu_memory_budget_gb;
+  unsigned cpu_expert_threads = 0;
 
   void add_options(CLI::App& app);
   // Loads the model (on the host; a GPU backend uploads from it); prints a warning for checkpoint

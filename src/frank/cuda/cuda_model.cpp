@@ -143,7 +143,8 @@ CudaModel::Results CudaModel::run(DeviceSession& s, std::span<const int32_t> ids
   // A call that goes past a graph's bound may grow the state the graph points at (entries): the
   // graph is dropped. (Without rewinds no later call could replay it anyway.)
   std::erase_if(s.graphs, [&](const auto& g) { return s.position + std::ssize(ids) > g->end_bound; });
-  last_graph_ = graphs_.enabled && warm_ && std::ssize(ids) <= kGraphTokens;
+  // Steps with CPU-homed experts synchronise with the host inside (cpu_experts.h): issued eagerly.
+  last_graph_ = graphs_.enabled && warm_ && std::ssize(ids) <= kGraphTokens && !weights_.has_cpu_experts();
   s.position_at.copy_from_host(&s.position);
   const Results out = last_graph_ ? replay(s, ids, outputs) : run_eager(s, ids, outputs, eager);
   check(cudaEventRecord(end_, stream_), "cudaEventRecord");

@@ -1,7 +1,8 @@
 #pragma once
 // The CUDA backend of the shared forward pass (engine/attention_forward.h, decoder_layer.h): the
 // same ops as engine::CpuOps, on device arrays and a device-resident session, each one or a few
-// kernel launches of frank/cuda/ops.cuh on one stream. Nothing here waits for the GPU.
+// kernel launches of frank/cuda/ops.cuh on one stream. Nothing here waits for the GPU, except moe()
+// in a layer with CPU-homed routed experts (DeviceWeights::cpu_experts, cpu_experts.h).
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -109,7 +109,12 @@ const ExpertTables& DeviceWeights::experts(const model::MoeWeights& moe) {
   auto it = experts_.find(&moe);
   if (it != experts_.end()) return it->second;
   std::vector<const void*> gate, up, down;
+  const int layer = cpu_experts_ ? cpu_experts_->layer_of(moe) : -1;
   for (size_t e = 0; e <= moe.experts.size(); ++e) {
+    if (layer >= 0 && e < moe.experts.size() && cpu_experts_->homes().on_cpu(layer, static_cast<int>(e))) {
+      gate.push_back(nullptr), up.push_back(nullptr), down.push_back(nullptr);  // stays in host memory
+      continue;
+    }
     const model::ExpertWeights& x = e < moe.experts.size() ? moe.experts[e] : moe.shared;
     gate.push_back(linear(x.gate).data);
     up.push_back(linear(x.up).data);
@@ -120,6 +125,23 @@ const ExpertTables& DeviceWeights::experts(const model::MoeWeights& moe) {
                  static_cast<const void* const*>(upload(up.data(), bytes)),
                  static_cast<const void* const*>(upload(down.data(), bytes)), linear_type_};
   return experts_.emplace(&moe, t).first->second;
+}
+
+void DeviceWeights::set_cpu_experts(std::unique_ptr<CpuExperts> cpu) {
+  if (!experts_.empty())
+    throw Error("CPU-homed experts must be set before the first step: experts were already uploaded");
+  cpu_experts_ = std::move(cpu);
+}
+
+const uint8_t* DeviceWeights::cpu_homes(const model::MoeWeights& moe) {
+  const int layer = cpu_experts_ ? cpu_experts_->layer_of(moe) : -1;
+  if (layer < 0) throw Error("CUDA MoE: no CPU-homed experts in this layer");
+  auto it = plain_.find(&moe.experts);  // keyed by the experts vector: the MoE's own address keys its tables
+  if (it == plain_.end()) {
+    const auto flags = cpu_experts_->homes().layer(layer);
+    it = plain_.emplace(&moe.experts, upload(flags.data(), flags.size())).first;
+  }
+  return static_cast<const uint8_t*>(it->second);
 }
 
 }  // namespace frank::cuda

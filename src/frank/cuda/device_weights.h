@@ -5,6 +5,9 @@
 // to nearest even, as torch's .to(bfloat16)); everything else stays fp32. FP8/FP4 weights have no
 // GPU kernels yet: they are decoded on the host (exactly, in either type) and stored like dense ones.
 //
+// Routed experts homed on the CPU by a plan (set_cpu_experts, issue 7) are never uploaded: their
+// entries in the expert tables are null, and CudaOps::moe has the CPU compute them.
+//
 // A host weight with a shape but no data (model::skeleton_weights: a synthetic model at real size)
 // is generated on the device instead: random, standard deviation 1/sqrt(columns) for Linear
 // weights and 1 for tables, from `synthetic_seed`.
@@ -19,6 +22,7 @@
 
 #include "frank/core/linear_weight.h"
 #include "frank/core/tensor.h"
+#include "frank/cuda/cpu_experts.h"
 #include "frank/cuda/ops.cuh"
 #include "frank/engine/rope.h"
 #include "frank/model/weights.h"
@@ -47,8 +51,17 @@ class DeviceWeights {
   const Linear& linear(const LinearWeight& host);
   const float* inv_freq(const engine::RopeTable& rope);
   const int32_t* tid2eid(const model::MoeWeights& moe);
-  // Device tables of the routed experts' and (at index E) the shared expert's weights.
+  // Device tables of the routed experts' and (at index E) the shared expert's weights; a CPU-homed
+  // expert's entries are null.
   const ExpertTables& experts(const model::MoeWeights& moe);
+
+  // Homes some routed experts on the CPU (before any expert is uploaded: frank::Error otherwise).
+  void set_cpu_experts(std::unique_ptr<CpuExperts> cpu);
+  CpuExperts* cpu_experts() const { return cpu_experts_.get(); }
+  // Whether any routed expert is CPU-homed (then steps are issued eagerly, CudaModel).
+  bool has_cpu_experts() const { return cpu_experts_ && cpu_experts_->homes().cpu_count() > 0; }
+  // The device copy of the flags of `moe`'s layer, one byte per routed expert (1: CPU-homed).
+  const uint8_t* cpu_homes(const model::MoeWeights& moe);
 
   size_t bytes() const { return bytes_; }
 
@@ -68,6 +81,7 @@ class DeviceWeights {
   std::unordered_map<const void*, const void*> plain_;
   std::unordered_map<const void*, Linear> linear_;
   std::unordered_map<const void*, ExpertTables> experts_;
+  std::unique_ptr<CpuExperts> cpu_experts_;
 };
 
 }  // namespace frank::cuda
