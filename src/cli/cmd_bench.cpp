@@ -1,6 +1,7 @@
 // `frank bench decode`: the GPU decode-step benchmark (frank/cuda/decode_bench.h). Needs a build
 // with -DFRANK_CUDA=ON and a GPU.
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "commands.h"
@@ -24,6 +25,9 @@ struct DecodeOptions {
   std::string kv_dtype = "fp32";
   bool same_experts = false;
   bool per_op = false;
+  std::string plan;
+  std::optional<double> gpu_memory_budget_gb;
+  unsigned cpu_expert_threads = 0;
 };
 
 void run_decode(const DecodeOptions& o) {
@@ -39,6 +43,9 @@ void run_decode(const DecodeOptions& o) {
   b.kv = kv;
   b.same_experts = o.same_experts;
   b.per_op = o.per_op;
+  b.plan = o.plan;
+  b.gpu_memory_budget_gb = o.gpu_memory_budget_gb;
+  b.cpu_expert_threads = o.cpu_expert_threads;
   cuda::run_decode_bench(b, std::cout);
 #else
   (void)kv;
@@ -73,6 +80,16 @@ void register_bench(CLI::App& app) {
   decode->add_flag("--same-experts", o->same_experts,
                    "every token of the step routes to the same experts (hash routing, one token id)");
   decode->add_flag("--per-op", o->per_op, "also time every op of eagerly issued steps (where the time goes)");
+  decode->add_option("--plan", o->plan,
+                     "expert plan: its CPU-homed routed experts (FP4, random) run on the CPU; the step is issued "
+                     "eagerly and timed against the bound from the GPU's and the host's bandwidths");
+  decode->add_option("--gpu-memory-budget", o->gpu_memory_budget_gb,
+                     "GB of GPU memory for the weights: the routed experts that do not fit run on the CPU (default "
+                     "ordering unless --plan)")
+      ->check(CLI::PositiveNumber);
+  decode->add_option("--cpu-expert-threads", o->cpu_expert_threads,
+                     "threads computing the CPU's experts, pinned to cores 0..N-1 (0: all)")
+      ->capture_default_str();
   decode->callback([o] { run_decode(*o); });
 }
 

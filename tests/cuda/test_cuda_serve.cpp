@@ -27,6 +27,7 @@
 #include "frank/lab/engine_client.h"
 #include "frank/lab/engine_process.h"
 #include "frank/model/tokenizer/byte_level.h"
+#include "cuda/frank_binary.h"
 #include "golden/fixture.h"
 
 namespace frank::test {
@@ -38,13 +39,6 @@ namespace fs = std::filesystem;
 bool have_gpu() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-fs::path frank_binary() {
-  if (const char* env = std::getenv("FRANK_BINARY")) return env;
-  const fs::path beside = fs::read_symlink("/proc/self/exe").parent_path() / "frank";
-  if (fs::exists(beside)) return beside;
-  return FRANK_BUILD_BINARY;
 }
 
 // A byte-level tokenizer with one token per byte (ids 0..255), no merges: the fixture's vocabulary

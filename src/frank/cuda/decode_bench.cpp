@@ -26,30 +26,6 @@ Spread spread(std::vector<double> v) {
   return {at(0.5), at(0.1), at(0.9)};
 }
 
-// The GPU's read bandwidth (bytes/s): the median of 20 reads of a 4 GiB buffer.
-double measure_read_bandwidth(cudaStream_t stream) {
-  const int64_t bytes = int64_t{4} << 30;
-  DeviceArray<uint8_t> buffer({bytes}, stream);
-  buffer.fill_bytes(0);
-  DeviceArray<float> sink({read_probe_blocks()}, stream);
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "cudaEventCreate");
-  check(cudaEventCreate(&b), "cudaEventCreate");
-  std::vector<double> rates;
-  for (int i = 0; i < 22; ++i) {
-    check(cudaEventRecord(a, stream), "cudaEventRecord");
-    check(read_probe(buffer.data(), bytes, sink.data(), stream), "read_probe");
-    check(cudaEventRecord(b, stream), "cudaEventRecord");
-    check(cudaEventSynchronize(b), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-    if (i >= 2) rates.push_back(static_cast<double>(bytes) / (ms * 1e-3));  // the first two warm up
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return spread(rates).median;
-}
-
 const char* kind_name(model::AttentionKind k) {
   switch (k) {
     case model::AttentionKind::Sliding: return "sliding";
@@ -84,7 +60,31 @@ void report_per_op(CudaModel& gpu, StepPosition at, Step& step, int steps, doubl
 
 }  // namespace
 
+double measure_read_bandwidth(cudaStream_t stream) {
+  const int64_t bytes = int64_t{4} << 30;
+  DeviceArray<uint8_t> buffer({bytes}, stream);
+  buffer.fill_bytes(0);
+  DeviceArray<float> sink({read_probe_blocks()}, stream);
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  std::vector<double> rates;
+  for (int i = 0; i < 22; ++i) {
+    check(cudaEventRecord(a, stream), "cudaEventRecord");
+    check(read_probe(buffer.data(), bytes, sink.data(), stream), "read_probe");
+    check(cudaEventRecord(b, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    if (i >= 2) rates.push_back(static_cast<double>(bytes) / (ms * 1e-3));  // the first two warm up
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return spread(rates).median;
+}
+
 void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
+  if (o.split()) return run_split_decode_bench(o, out);
   model::ModelConfig config = model::v4_flash_config(o.layers);
   if (o.same_experts) std::fill(config.hash_routed.begin(), config.hash_routed.end(), true);
   const engine::Model model(config, model::skeleton_weights(config, o.seed));

@@ -6,8 +6,12 @@
 // achieved bandwidth as a fraction of the read bandwidth measured in the same run. With K=V rows
 // stored in bf16 or fp8 it also reports the KL of the step's next-token distributions against the
 // same session stored in fp32 (the same random rows, unrounded).
+#include <cuda_runtime.h>
+
 #include <cstdint>
+#include <optional>
 #include <ostream>
+#include <string>
 
 #include "frank/cuda/ops.cuh"
 
@@ -23,9 +27,24 @@ struct DecodeBenchOptions {
   bool same_experts = false;    // every layer hash-routed and every token the same id: all tokens pick the same experts
   uint64_t seed = 1;
   bool per_op = false;          // also time every op of eagerly issued steps (where the time goes)
+  // Routed experts split between GPU and CPU (issue 7; split_decode_bench.cpp): a plan, or a GPU
+  // memory budget for the weights (the default ordering), and the CPU's pinned threads (0: all).
+  std::string plan;
+  std::optional<double> gpu_memory_budget_gb;
+  unsigned cpu_expert_threads = 0;
+  bool split() const { return !plan.empty() || gpu_memory_budget_gb.has_value(); }
 };
 
-// Runs the benchmark; writes a markdown report to `out`.
+// Runs the benchmark; writes a markdown report to `out`. With options.split(), the split step's
+// benchmark (run_split_decode_bench).
 void run_decode_bench(const DecodeBenchOptions& options, std::ostream& out);
+
+// The decode step with some routed experts homed on the CPU (FP4 as shipped, random, in host
+// memory), issued eagerly: step time, the CPU's and the GPU's expert time, against the bound from
+// the GPU's and the host's read bandwidths, both measured in the same run.
+void run_split_decode_bench(const DecodeBenchOptions& options, std::ostream& out);
+
+// The GPU's read bandwidth (bytes/s): the median of 20 reads of a 4 GiB buffer.
+double measure_read_bandwidth(cudaStream_t stream);
 
 }  // namespace frank::cuda

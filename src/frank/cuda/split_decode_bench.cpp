@@ -1,0 +1,198 @@
+// `frank bench decode --gpu-memory-budget GB | --plan FILE` (decode_bench.h): the decode step with
+// routed experts split between GPU and CPU (issue 7), measured against the bound from both
+// bandwidths:
+//   bound = (the step's other bytes) / GPU bandwidth
+//         + sum over layers of max(CPU experts' bytes / host bandwidth, GPU experts' bytes / GPU bandwidth)
+// (the CPU and the GPU run a layer's experts concurrently; layers run one after another; attention,
+// norms and routers stay on the GPU). The CPU-homed experts are FP4 as DeepSeek ships them (random
+// bytes, scales near the trained weights' 2^-7), the GPU's in bf16/fp32 as the rest of the bench.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <vector>
+
+#include "frank/core/splitmix64.h"
+#include "frank/core/thread_pool.h"
+#include "frank/cuda/cuda_model.h"
+#include "frank/cuda/decode_bench.h"
+#include "frank/engine/decoder_layer.h"
+#include "frank/experts/expert_homes.h"
+#include "frank/model/synthetic.h"
+#include "memory_bandwidth.h"
+
+namespace frank::cuda {
+namespace {
+
+// Random FP4 weights [rows, cols] with one scale per 32 values.
+LinearWeight random_fp4(int64_t rows, int64_t cols, uint64_t seed) {
+  QuantizedMatrix q;
+  q.format = QuantizedMatrix::Format::Fp4;
+  q.rows = rows, q.cols = cols;
+  q.values.resize(static_cast<size_t>(rows * cols / 2));
+  q.scales.assign(static_cast<size_t>(rows * cols / 32), 120);  // 2^-7: e2m1 values of ~1 become ~1/sqrt(4096)
+  uint64_t state = seed;
+  for (size_t i = 0; i < q.values.size(); i += 8) {
+    const uint64_t r = splitmix64_finalize(++state);
+    for (size_t b = 0; b < 8 && i + b < q.values.size(); ++b) q.values[i + b] = static_cast<uint8_t>(r >> (8 * b));
+  }
+  LinearWeight w;
+  w.quantized = std::move(q);
+  return w;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
+  model::ModelConfig config = model::v4_flash_config(o.layers);
+  if (o.same_experts) std::fill(config.hash_routed.begin(), config.hash_routed.end(), true);
+  model::ModelWeights weights = model::skeleton_weights(config, o.seed);
+  const experts::GpuWeightBytes gpu_bytes =
+      experts::gpu_weight_bytes(config, weights, o.weights == WeightType::BF16 ? 2 : 4);
+  experts::ExpertHomes homes = experts::choose_expert_homes(config, gpu_bytes, {o.plan, o.gpu_memory_budget_gb});
+  const int L = config.num_layers, T = o.tokens_per_step, E = config.n_routed_experts;
+  const int64_t D = config.hidden_size, I = config.moe_intermediate_size;
+
+  // The CPU-homed experts in host memory, made in parallel.
+  ThreadPool pool(o.cpu_expert_threads, /*pin=*/true);
+  std::vector<std::pair<int, int>> cpu_experts;
+  for (int l = 0; l < L; ++l)
+    for (int e = 0; e < E; ++e)
+      if (homes.on_cpu(l, e)) cpu_experts.emplace_back(l, e);
+  pool.parallel_for(std::ssize(cpu_experts), [&](int64_t i) {
+    const auto [l, e] = cpu_experts[static_cast<size_t>(i)];
+    const uint64_t seed = o.seed * 1000003 + static_cast<uint64_t>(l * E + e) * 3;
+    weights.layers[static_cast<size_t>(l)].moe.experts[static_cast<size_t>(e)] = {
+        random_fp4(I, D, seed << 32), random_fp4(I, D, (seed + 1) << 32), random_fp4(D, I, (seed + 2) << 32)};
+  });
+  const double fp4_expert_bytes = 3.0 * (static_cast<double>(I * D) / 2 + static_cast<double>(I * D) / 32);
+
+  const engine::Model model(config, std::move(weights));
+  CudaModel gpu(model, o.weights, o.seed);
+  gpu.device_weights().set_cpu_experts(
+      std::make_unique<CpuExperts>(model.config(), model.weights(), homes, o.cpu_expert_threads));
+  CpuExperts& cpu = *gpu.device_weights().cpu_experts();
+  cpu.time_gpu_share(true);
+  const cudaStream_t stream = gpu.stream();
+  DeviceSession session = gpu.synthetic_session(o.ctx, T, o.seed + 1000, o.kv);
+  session.position_at.copy_from_host(&session.position);
+  const StepPosition at{session.position_at.data(), o.ctx + T};
+  std::vector<int32_t> ids;
+  for (int t = 0; t < T; ++t) ids.push_back(o.same_experts ? 1000 : 1000 + 7919 * t);
+  CudaOps ops(gpu.device_weights(), stream, at);
+  const CudaOps::Ids device_ids = ops.upload_ids(ids);
+  auto step = [&](CudaOps& with) {
+    return engine::model_forward(with, config, model.weights(), model.attention(), session.layers, o.ctx, device_ids,
+                                 0, static_cast<CudaOps::Array*>(nullptr));
+  };
+  step(ops);  // warm-up: uploads the GPU's weights
+  check(cudaStreamSynchronize(stream), "warm-up");
+  cpu.take_times();
+  Traffic other;  // every byte but the routed and shared experts'
+  {
+    CudaOps counting(gpu.device_weights(), stream, at, &other);
+    step(counting);
+    check(cudaStreamSynchronize(stream), "counting step");
+    cpu.take_times();
+  }
+
+  const double gpu_bw = measure_read_bandwidth(stream);
+  const unsigned threads = pool.threads();
+  std::vector<uint64_t> probe(size_t{4} << 27, 1);  // 4 GiB
+  const double host_bw = bench::read_bandwidth(probe, threads, 10).median * 1e9;
+  probe = {};
+
+  const double gpu_expert_bytes = 3.0 * static_cast<double>(I * D) * (o.weights == WeightType::BF16 ? 2 : 4);
+  cudaEvent_t begin, end;
+  check(cudaEventCreate(&begin), "cudaEventCreate");
+  check(cudaEventCreate(&end), "cudaEventCreate");
+  std::vector<double> step_us, host_us, compute_us, wait_us, share_us, cpu_count, gpu_count, bound_us;
+  for (int i = 0; i < o.steps + 3; ++i) {
+    const auto host_start = std::chrono::steady_clock::now();
+    check(cudaEventRecord(begin, stream), "event");
+    step(ops);
+    check(cudaEventRecord(end, stream), "event");
+    check(cudaEventSynchronize(end), "cudaEventSynchronize");
+    const double host = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_start).count();
+    const CpuExperts::Times times = cpu.take_times();
+    if (i < 3) continue;
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
+    step_us.push_back(ms * 1e3);
+    host_us.push_back(host);
+    compute_us.push_back(times.compute_seconds * 1e6);
+    wait_us.push_back(times.wait_seconds * 1e6);
+    share_us.push_back(times.gpu_share_seconds * 1e6);
+    // The step's routing, layer by layer: distinct experts on each side, and the bound.
+    double bound = (other.weight_bytes + other.state_bytes) / gpu_bw * 1e6;
+    int cpu_total = 0, gpu_total = 0;
+    for (int l = 0; l < L; ++l) {
+      std::vector<int32_t> chosen(static_cast<size_t>(session.layers[l].last_experts.numel()));
+      session.layers[l].last_experts.copy_to_host(chosen.data());
+      check(cudaStreamSynchronize(stream), "download routing");
+      int on_cpu = 0, on_gpu = 1;  // the shared expert
+      for (const int32_t e : std::set<int32_t>(chosen.begin(), chosen.end()))
+        (e >= 0 && homes.on_cpu(l, e) ? on_cpu : on_gpu) += 1;
+      cpu_total += on_cpu, gpu_total += on_gpu;
+      bound += std::max(on_cpu * fp4_expert_bytes / host_bw, on_gpu * gpu_expert_bytes / gpu_bw) * 1e6;
+    }
+    cpu_count.push_back(cpu_total);
+    gpu_count.push_back(gpu_total);
+    bound_us.push_back(bound);
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+
+  cudaDeviceProp prop{};
+  int device = 0;
+  cudaGetDevice(&device);
+  cudaGetDeviceProperties(&prop, device);
+  const size_t total = static_cast<size_t>(L) * E, on_cpu = homes.cpu_count();
+  out << fmt::format("# decode step with routed experts split between GPU and CPU, synthetic DeepSeek-V4-Flash, {} "
+                     "layers, ctx {}, {} token(s) per step\n\n",
+                     L, o.ctx, T);
+  out << fmt::format("Placement: {} of {} routed experts on the CPU ({}); {:.2f} GB of weights on the GPU ({}); the "
+                     "CPU's experts FP4 as shipped ({:.2f} MB each, {:.1f} GB in host memory).\n\n",
+                     on_cpu, total,
+                     o.plan.empty() ? fmt::format("default ordering for --gpu-memory-budget {} GB", *o.gpu_memory_budget_gb)
+                                    : "plan " + o.plan,
+                     gpu.weight_bytes() / 1e9, o.weights == WeightType::BF16 ? "bf16" : "fp32", fp4_expert_bytes / 1e6,
+                     static_cast<double>(on_cpu) * fp4_expert_bytes / 1e9);
+  out << fmt::format("GPU: {}, read bandwidth measured now {:.0f} GB/s (4 GiB, median of 20). Host: {} threads "
+                     "pinned, read bandwidth measured now {:.1f} GB/s (4 GiB, {} threads, median of 10).\n\n",
+                     prop.name, gpu_bw / 1e9, threads, host_bw / 1e9, threads);
+  out << "Steps with CPU experts are issued eagerly (the host computes the CPU's experts between the GPU's kernels; "
+         "no CUDA graph).\n\n";
+  out << "| per step | median | p10-p90 |\n|---|---|---|\n";
+  const auto row = [&](const char* name, const std::vector<double>& v, const char* unit) {
+    out << fmt::format("| {} | {:.1f} {} | {:.1f}-{:.1f} |\n", name, median(v), unit, quantile(v, 0.1), quantile(v, 0.9),
+                       unit);
+  };
+  row("step (GPU events)", step_us, "us");
+  row("step (host wall clock)", host_us, "us");
+  row("CPU experts: computing (host)", compute_us, "us");
+  row("CPU experts: waiting for the routing (host)", wait_us, "us");
+  row("GPU experts of the split layers (GPU events)", share_us, "us");
+  row("distinct CPU experts", cpu_count, "");
+  row("distinct GPU experts (shared included)", gpu_count, "");
+  row("bound from both bandwidths", bound_us, "us");
+  const double cpu_rate = median(cpu_count) * fp4_expert_bytes / (median(compute_us) * 1e-6);
+  out << fmt::format("\nBound = the step's other bytes ({:.1f} MB) / GPU bandwidth + per layer max(CPU experts x "
+                     "{:.2f} MB / host bandwidth, GPU experts x {:.2f} MB / GPU bandwidth). The step runs at {:.0f}% of "
+                     "the bound's speed; the CPU's experts are read at {:.1f} GB/s while it computes ({:.0f}% of the "
+                     "host's measured bandwidth). {} steps after 3 warm-up steps.\n",
+                     (other.weight_bytes + other.state_bytes) / 1e6, fp4_expert_bytes / 1e6, gpu_expert_bytes / 1e6,
+                     100.0 * median(bound_us) / median(step_us), cpu_rate / 1e9, 100.0 * cpu_rate / host_bw, o.steps);
+}
+
+}  // namespace frank::cuda
