@@ -94,7 +94,7 @@ TEST(CudaExl3, DecodeMatchesGoldenTilesBitForBit) {
   size_t compared = 0, differing = 0;
   for (int bits = 1; bits <= 8; ++bits)
     for (Exl3Codebook cb : {Exl3Codebook::ThreeInst, Exl3Codebook::Mcg, Exl3Codebook::Mul1}) {
-      const std::string name = "K" + std::to_string(bits);
+      const std::string name = std::string("K").append(std::to_string(bits));
       const auto& shape = golden->shape(name + ".trellis");  // [2, 8, 16K]: Q [32, 128]
       // The fixture's Q has 32 inputs; the kernel decodes whole 128-blocks, so the trellis gets
       // zero tiles up to 128 inputs and the first 32 rows of Q [128, 128] are compared.

@@ -76,7 +76,7 @@ TEST(CudaHybrid, AThirdOfTheExpertsOnTheCpuGivesTheSameLogits) {
       EXPECT_LE(vs_reference.err, 1e-3) << f.name() << " " << mode << ": position " << vs_reference.row;
       EXPECT_LE(vs_gpu.err, 1e-3) << f.name() << " " << mode << ": position " << vs_gpu.row;
       EXPECT_GT(times.experts, 0) << "no CPU-homed expert was chosen: the split was not exercised";
-      EXPECT_EQ(saved, static_cast<double>(cpu_count) * expert_bytes - double{split_layers} * c.n_routed_experts);
+      EXPECT_EQ(saved, static_cast<double>(cpu_count) * expert_bytes - static_cast<double>(split_layers) * c.n_routed_experts);
       EXPECT_TRUE(std::none_of(split.step_times().begin(), split.step_times().end(),
                                [](const cuda::StepTime& t) { return t.graph; }))
           << "steps with CPU experts must be issued eagerly";

@@ -109,7 +109,7 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   const double gpu_bw = measure_read_bandwidth(stream);
   const unsigned threads = pool.threads();
   std::vector<uint64_t> probe(size_t{4} << 27, 1);  // 4 GiB
-  const double host_bw = bench::read_bandwidth(probe, threads, 10).median * 1e9;
+  const double host_bw = bench::read_bandwidth(probe, pool, 10).median * 1e9;
   probe = {};
 
   const double gpu_expert_bytes = 3.0 * static_cast<double>(I * D) * (o.weights == WeightType::BF16 ? 2 : 4);
