@@ -43,7 +43,7 @@ ModelWeights load_weights(const ModelConfig& c, const Checkpoint& ck, std::vecto
   for (int l = 0; l < c.num_layers; ++l)
     if (c.hash_routed[l]) w.layers[l].moe.tid2eid = load_tid2eid(c, ck, l, slots);
 
-  if (unused != nullptr) *unused = slots.unused(is_known_unused);
+  if (unused != nullptr) *unused = slots.unused(is_mtp_tensor);
   return w;
 }
 

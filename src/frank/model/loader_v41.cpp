@@ -4,6 +4,7 @@
 
 #include "frank/core/error.h"
 #include "frank/model/checkpoint.h"
+#include "frank/model/names.h"
 #include "frank/model/names_v41.h"
 #include "frank/model/slot_loader.h"
 
@@ -45,7 +46,7 @@ V41Weights load_v41_weights(const V41Config& c, const Checkpoint& ck, std::vecto
   for (const auto& name : skipped) {
     if (is_v41_vision_tensor(name))
       ++vision;
-    else if (is_v41_draft_tensor(name))
+    else if (is_mtp_tensor(name))  // DSpark: not loaded
       ++draft;
     else if (unused != nullptr)
       unused->push_back(name);

@@ -67,15 +67,28 @@ std::string transformers_layer_suffix(std::string_view suffix) {
   return {};
 }
 
-std::vector<std::string> name_candidates(const std::string& official) {
+std::vector<std::string> base_name_candidates(
+    const std::string& official, std::span<const std::pair<std::string_view, std::string_view>> top_level) {
   std::vector<std::string> out{official, "model." + official};
-  for (auto [name, module] : kTopLevelModuleNames)
+  for (auto [name, module] : top_level)
     if (official == name) out.emplace_back(module);
+  return out;
+}
+
+std::optional<LayerName> split_layer_name(std::string_view official) {
   constexpr std::string_view layers = "layers.";
-  if (!official.starts_with(layers)) return out;
+  if (!official.starts_with(layers)) return std::nullopt;
   const auto dot = official.find('.', layers.size());
-  const auto prefix = official.substr(0, dot + 1);  // "layers.N."
-  const std::string_view suffix = std::string_view(official).substr(dot + 1);
+  if (dot == std::string_view::npos) return std::nullopt;
+  return LayerName{std::string(official.substr(layers.size(), dot - layers.size())), official.substr(dot + 1)};
+}
+
+std::vector<std::string> name_candidates(const std::string& official) {
+  std::vector<std::string> out = base_name_candidates(official, kTopLevelModuleNames);
+  const auto layer = split_layer_name(official);
+  if (!layer) return out;
+  const std::string prefix = "layers." + layer->index + ".";
+  const std::string_view suffix = layer->suffix;
   // save_pretrained maps every `.kv_norm.` back to `.norm.`, so the attention kv_norm is saved
   // as `attn.norm.weight` (dsv4-reference-notes §4).
   if (suffix == "attn.kv_norm.weight") out.push_back("model." + prefix + "attn.norm.weight");
@@ -96,7 +109,7 @@ std::vector<std::string> stacked_down_names(int layer) {
           fmt::format("model.layers.{}.ffn.experts.down_proj", layer)};
 }
 
-bool is_known_unused(const std::string& name) {
+bool is_mtp_tensor(const std::string& name) {
   return name.starts_with("mtp.") || name.starts_with("model.mtp.");
 }
 

@@ -3,14 +3,30 @@
 // (`layers.2.attn.wq_a.weight`); a checkpoint may instead use what transformers' save_pretrained
 // writes (`model.layers.2.attn.wq_a.weight`, `model.layers.2.attn.norm.weight` for kv_norm) or
 // transformers' module names (`model.layers.2.self_attn.q_a_proj.weight`).
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace frank::model {
 
 // Every spelling of the tensor whose official name is `official`, official first.
 std::vector<std::string> name_candidates(const std::string& official);
+
+// What every model's spellings share (V4 here, V4.1 in names_v41): the official name, "model." +
+// it, and for a top-level tensor its transformers module name (`top_level`: official -> module).
+std::vector<std::string> base_name_candidates(
+    const std::string& official, std::span<const std::pair<std::string_view, std::string_view>> top_level);
+
+// A layer tensor's official name `layers.N.<suffix>` split into N and the suffix (a view into
+// `official`); nullopt for a name outside the layers.
+struct LayerName {
+  std::string index;
+  std::string_view suffix;
+};
+std::optional<LayerName> split_layer_name(std::string_view official);
 
 // transformers' module-name suffix (after `model.layers.N.`) for an official layer suffix (after
 // `layers.N.`), or "" when transformers' DeepSeek-V4 names it no other way.
@@ -21,8 +37,9 @@ std::string transformers_layer_suffix(std::string_view official_suffix);
 std::vector<std::string> stacked_gate_up_names(int layer);
 std::vector<std::string> stacked_down_names(int layer);
 
-// Names a loader may see but frank does not use yet (the MTP block, mtp.*); they are not reported
-// as unused.
-bool is_known_unused(const std::string& name);
+// Multi-token-prediction tensors (mtp.*, either spelling). V4's loader takes its MTP block from them
+// when the checkpoint has it, V4.1's does not load its DSpark drafter; neither reports them as
+// unused.
+bool is_mtp_tensor(const std::string& name);
 
 }  // namespace frank::model

@@ -35,14 +35,11 @@ std::string v41_layer_suffix(std::string_view suffix) {
 }  // namespace
 
 std::vector<std::string> v41_name_candidates(const std::string& official) {
-  std::vector<std::string> out{official, "model." + official};
-  for (auto [name, module] : kTopLevelModuleNames)
-    if (official == name) out.emplace_back(module);
-  constexpr std::string_view layers = "layers.";
-  if (!official.starts_with(layers)) return out;
-  const auto dot = official.find('.', layers.size());
-  const std::string index = official.substr(layers.size(), dot - layers.size());
-  const std::string_view suffix = std::string_view(official).substr(dot + 1);
+  std::vector<std::string> out = base_name_candidates(official, kTopLevelModuleNames);
+  const auto layer = split_layer_name(official);
+  if (!layer) return out;
+  const std::string& index = layer->index;
+  const std::string_view suffix = layer->suffix;
   // transformers keeps the (huge) Engram tables at model level, out of the decoder layers.
   if (suffix == "engram.embed.weight") out.push_back("model.engram_tables." + index + ".weight");
   if (auto module = v41_layer_suffix(suffix); !module.empty())
@@ -53,10 +50,6 @@ std::vector<std::string> v41_name_candidates(const std::string& official) {
 bool is_v41_vision_tensor(const std::string& name) {
   static const std::regex vision(R"((model\.)?((vision|visual|aligner)\..*|image_(start|end|newline)))");
   return std::regex_match(name, vision);
-}
-
-bool is_v41_draft_tensor(const std::string& name) {
-  return name.starts_with("mtp.") || name.starts_with("model.mtp.");
 }
 
 }  // namespace frank::model

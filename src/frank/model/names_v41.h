@@ -14,7 +14,5 @@ std::vector<std::string> v41_name_candidates(const std::string& official);
 
 // Image-side tensors (vision tower, aligner, image-span embeddings) in either spelling.
 bool is_v41_vision_tensor(const std::string& name);
-// DSpark draft layers (mtp.*), not loaded.
-bool is_v41_draft_tensor(const std::string& name);
 
 }  // namespace frank::model
