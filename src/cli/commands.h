@@ -18,6 +18,7 @@ void register_plan(CLI::App& app);
 void register_lab(CLI::App& app);
 void register_bench(CLI::App& app);  // bench decode (GPU)
 void register_kv_capacity(CLI::App& app);
+void register_make_pack(CLI::App& app);  // synthetic V4.1 EXL3 packs
 // `lab draw`, `lab run` and `lab fidelity`: the parts of `frank lab` that drive engines.
 void register_lab_engines(CLI::App& lab);
 

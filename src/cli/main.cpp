@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   frank::cli::register_lab(app);
   frank::cli::register_bench(app);
   frank::cli::register_kv_capacity(app);
+  frank::cli::register_make_pack(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

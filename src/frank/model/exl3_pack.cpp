@@ -15,13 +15,6 @@ namespace {
 
 constexpr const char* kQuantFile = "quantization_config.json";
 
-Exl3Codebook codebook_named(const std::string& name, const std::string& where) {
-  if (name == "mul1") return Exl3Codebook::Mul1;
-  if (name == "mcg") return Exl3Codebook::Mcg;
-  if (name == "3inst") return Exl3Codebook::ThreeInst;
-  throw Error(fmt::format("{}: EXL3 codebook '{}' is unknown (frank reads mul1, mcg and 3inst)", where, name));
-}
-
 // A multiplier field must hold the locked constant (as uint32 or as the int32 it is stored as).
 void check_multiplier(const nlohmann::json& entry, const char* field, std::uint32_t locked, const std::string& where) {
   const auto it = entry.find(field);
@@ -65,6 +58,13 @@ const nlohmann::json* quantization_config(const nlohmann::json& config) {
 
 }  // namespace
 
+Exl3Codebook exl3_codebook_named(const std::string& name, const std::string& where) {
+  if (name == "mul1") return Exl3Codebook::Mul1;
+  if (name == "mcg") return Exl3Codebook::Mcg;
+  if (name == "3inst") return Exl3Codebook::ThreeInst;
+  throw Error(fmt::format("{}: EXL3 codebook '{}' is unknown (frank reads mul1, mcg and 3inst)", where, name));
+}
+
 Exl3Pack parse_exl3_pack(const nlohmann::json& config, const nlohmann::json* quantization_config_json,
                          bool has_relayout_manifest) {
   Exl3Pack pack;
@@ -77,7 +77,7 @@ Exl3Pack parse_exl3_pack(const nlohmann::json& config, const nlohmann::json* qua
   const auto codebook = q->find("codebook");
   if (codebook != q->end() && !codebook->is_null()) {
     if (!codebook->is_string()) throw Error("config.json: quantization_config.codebook is not a string");
-    pack.codebook = codebook_named(codebook->get<std::string>(), "config.json quantization_config");
+    pack.codebook = exl3_codebook_named(codebook->get<std::string>(), "config.json quantization_config");
   }
   pack.mixed = q->contains("non_routed_quantization");
   if (quantization_config_json == nullptr) return pack;

@@ -30,6 +30,9 @@ struct Exl3Pack {
   std::map<std::string, Exl3TensorPlan> tensor_storage;  // module key (no suffix) -> plan
 };
 
+// "mul1", "mcg" or "3inst"; otherwise frank::Error starting with `where`.
+Exl3Codebook exl3_codebook_named(const std::string& name, const std::string& where);
+
 // Reads <dir>/config.json (top level or `text_config`) and <dir>/quantization_config.json. A
 // checkpoint without an EXL3 quantization_config gives an empty Exl3Pack (declared = false).
 // Throws frank::Error naming the file and field for what frank cannot read: an unknown codebook,
