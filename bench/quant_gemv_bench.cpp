@@ -1,12 +1,14 @@
 // Single-threaded FP8-block / FP4 / EXL3 linear kernels (src/frank/cpu/quant) on DeepSeek-V4-Flash
-// shapes (EXL3: V4.1's expert shapes at K = 2, 3, 4, MUL1), measured against this machine's DRAM
-// read bandwidth measured in the same run.
+// shapes, and FP4 and EXL3 (K = 2, 3, 4, MUL1) on DeepSeek-V4.1's routed-expert shapes, measured
+// against this machine's DRAM read bandwidth measured in the same run.
 //
-//   quant_gemv_bench [--reps N] [--rotate-mib M] [--bandwidth-mib M]
+//   quant_gemv_bench [--reps N] [--rotate-mib M] [--bandwidth-mib M] [--v41-experts-only 1]
 //
 // Weights come from DRAM: each shape is copied until the copies total >= --rotate-mib (default 512,
 // well above a 32 MiB LLC) and every call uses the next copy. Bytes moved per call = weights +
-// scales (EXL3: suh, svh) + x + y. Prints Markdown tables (bandwidth, then one row per level / shape / n).
+// scales (EXL3: suh, svh) + x + y. Prints Markdown tables: bandwidth, one row per level / shape / n,
+// then a summary of the V4.1 expert GEMVs (n = 1): each format's fraction of the measured bandwidth
+// and its weights per second, EXL3 beside FP4 (the official expert format) at the same shape.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -35,6 +37,7 @@ struct Options {
   int reps = 30;
   int64_t rotate_mib = 512;
   int64_t bandwidth_mib = 1024;
+  bool v41_experts_only = false;  // skip the V4 FP8 / FP4 rows
 };
 
 Options parse_args(int argc, char** argv) {
@@ -42,7 +45,8 @@ Options parse_args(int argc, char** argv) {
   frank::bench::parse_int_options(argc, argv,
                                   {{"--reps", [&](int64_t v) { o.reps = static_cast<int>(v); }},
                                    {"--rotate-mib", [&](int64_t v) { o.rotate_mib = v; }},
-                                   {"--bandwidth-mib", [&](int64_t v) { o.bandwidth_mib = v; }}});
+                                   {"--bandwidth-mib", [&](int64_t v) { o.bandwidth_mib = v; }},
+                                   {"--v41-experts-only", [&](int64_t v) { o.v41_experts_only = v != 0; }}});
   if (o.reps < 1) throw frank::Error("--reps must be >= 1");
   return o;
 }
@@ -54,6 +58,15 @@ struct Shape {
   Format format;
   int64_t rows, cols;
   int exl3_bits = 0;
+  const char* v41_expert = nullptr;  // "gate/up" or "down" for V4.1 routed-expert shapes
+};
+
+struct Measured {
+  const Shape* shape;
+  CpuKernels level;
+  int n;
+  double gbps;
+  double gweights_per_s;
 };
 
 // Copies of one random matrix (NaN bytes avoided, scales 2^-9..2^7; EXL3: any trellis bits, unit
@@ -114,6 +127,29 @@ void call(CpuKernels level, const Shape& s, const Rotation& r, size_t copy, cons
   }
 }
 
+// The answer to "what fraction of the memory bandwidth does the EXL3 expert GEMV reach, beside FP4":
+// one line per level and V4.1 expert projection at n = 1 (one token: decode).
+void print_v41_expert_summary(const std::vector<Measured>& measured, double bandwidth_gbps) {
+  fmt::print("\n## V4.1 routed-expert GEMV, one token, one thread: fraction of the measured DRAM read bandwidth "
+             "({:.1f} GB/s)\n\n",
+             bandwidth_gbps);
+  fmt::print("| level | projection | format | GB/s | of DRAM BW | G weights/s | time vs FP4 |\n");
+  fmt::print("|---|---|---|---:|---:|---:|---:|\n");
+  for (const Measured& fp4 : measured) {
+    if (fp4.n != 1 || fp4.shape->v41_expert == nullptr || fp4.shape->format != Format::Fp4) continue;
+    for (const Measured& m : measured) {
+      if (m.n != 1 || m.level != fp4.level || m.shape->v41_expert == nullptr ||
+          std::string(m.shape->v41_expert) != fp4.shape->v41_expert)
+        continue;
+      const std::string format = m.shape->format == Format::Fp4 ? "FP4" : fmt::format("EXL3 K{}", m.shape->exl3_bits);
+      // Same shape, so the ratio of weights per second is the inverse ratio of times.
+      fmt::print("| {} | {} | {} | {:.2f} | {:.1f}% | {:.2f} | {:.1f}x |\n", frank::cpu::name(m.level),
+                 m.shape->v41_expert, format, m.gbps, 100.0 * m.gbps / bandwidth_gbps, m.gweights_per_s,
+                 fp4.gweights_per_s / m.gweights_per_s);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -132,14 +168,20 @@ int main(int argc, char** argv) try {
                           {"FP8 32768x1024", Format::Fp8, 32768, 1024},
                           {"FP4 expert gate/up 2048x4096", Format::Fp4, 2048, 4096},
                           {"FP4 expert down 4096x2048", Format::Fp4, 4096, 2048},
-                          {"EXL3 K2 V4.1 expert gate/up 2304x5120", Format::Exl3, 2304, 5120, 2},
-                          {"EXL3 K3 V4.1 expert gate/up 2304x5120", Format::Exl3, 2304, 5120, 3},
-                          {"EXL3 K3 V4.1 expert down 5120x2304", Format::Exl3, 5120, 2304, 3},
-                          {"EXL3 K4 V4.1 expert gate/up 2304x5120", Format::Exl3, 2304, 5120, 4}};
+                          {"FP4 V4.1 expert gate/up 2304x5120", Format::Fp4, 2304, 5120, 0, "gate/up"},
+                          {"FP4 V4.1 expert down 5120x2304", Format::Fp4, 5120, 2304, 0, "down"},
+                          {"EXL3 K2 V4.1 expert gate/up 2304x5120", Format::Exl3, 2304, 5120, 2, "gate/up"},
+                          {"EXL3 K2 V4.1 expert down 5120x2304", Format::Exl3, 5120, 2304, 2, "down"},
+                          {"EXL3 K3 V4.1 expert gate/up 2304x5120", Format::Exl3, 2304, 5120, 3, "gate/up"},
+                          {"EXL3 K3 V4.1 expert down 5120x2304", Format::Exl3, 5120, 2304, 3, "down"},
+                          {"EXL3 K4 V4.1 expert gate/up 2304x5120", Format::Exl3, 2304, 5120, 4, "gate/up"},
+                          {"EXL3 K4 V4.1 expert down 5120x2304", Format::Exl3, 5120, 2304, 4, "down"}};
   fmt::print("| level | shape | n | median µs | IQR µs | min-max µs | MB moved | GB/s (median) | of 1-thread DRAM BW |\n");
   fmt::print("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   std::mt19937 rng(1);
+  std::vector<Measured> measured;
   for (const Shape& s : shapes) {
+    if (o.v41_experts_only && s.v41_expert == nullptr) continue;
     const Rotation r = make_rotation(s, o.rotate_mib << 20, rng);
     std::vector<float> x(static_cast<size_t>(8 * s.cols)), y(static_cast<size_t>(8 * s.rows));
     std::normal_distribution<float> normal;
@@ -161,9 +203,11 @@ int main(int argc, char** argv) try {
         fmt::print("| {} | {} | {} | {:.0f} | {:.0f}-{:.0f} | {:.0f}-{:.0f} | {:.2f} | {:.1f} | {:.0f}% |\n",
                    frank::cpu::name(level), s.what, n, t.median, t.p25, t.p75, t.min, t.max, bytes / 1e6, gbps,
                    100.0 * gbps / bw1.median);
+        measured.push_back({&s, level, n, gbps, static_cast<double>(s.rows * s.cols) / t.median / 1e3});
       }
     }
   }
+  print_v41_expert_summary(measured, bw1.median);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "error: {}\n", e.what());
