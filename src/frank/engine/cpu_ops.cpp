@@ -48,6 +48,20 @@ Tensor CpuOps::hyper_head(const model::HyperConnectionWeights& hc, const Tensor&
 
 Tensor CpuOps::linear(const Tensor& x, const LinearWeight& w) const { return cpu::linear(x, w); }
 
+Tensor CpuOps::linear_per_stream(const Tensor& x, const LinearWeight& w, int N) const {
+  // [n, N*in] is [n*N, in] row-major: one row per stream.
+  Tensor y = cpu::linear(Tensor({x.rows() * N, x.cols() / N}, x.data), w);
+  y.shape = {x.rows(), N * y.cols()};
+  return y;
+}
+
+void CpuOps::add_to_streams(Tensor& streams, const Tensor& x, int N) const {
+  const int64_t D = x.cols();
+  for (int64_t t = 0; t < x.rows(); ++t)
+    for (int j = 0; j < N; ++j)
+      for (int64_t d = 0; d < D; ++d) streams.row(t)[j * D + d] += x.row(t)[d];
+}
+
 Tensor CpuOps::grouped_linear(const Tensor& x, const LinearWeight& w, int groups) const {
   const int64_t n = x.rows(), R = w.rows() / groups, group_in = x.cols() / groups;
   Tensor y({n, w.rows()});

@@ -41,6 +41,10 @@ class CpuOps {
                     const model::ModelConfig& c) const;
 
   Tensor linear(const Tensor& x, const LinearWeight& w) const;
+  // Each of the N streams of every row of x [n, N*in] through w: [n, N*out].
+  Tensor linear_per_stream(const Tensor& x, const LinearWeight& w, int N) const;
+  // streams[t][j*D + d] += x[t][d] for each of the N streams (x [n, D]).
+  void add_to_streams(Tensor& streams, const Tensor& x, int N) const;
   // Column group g of x (x.cols()/groups wide) through rows [g*R, (g+1)*R) of w, R = w.rows()/groups.
   Tensor grouped_linear(const Tensor& x, const LinearWeight& w, int groups) const;
   // Every `width`-wide piece of x in place (weight null: unweighted).

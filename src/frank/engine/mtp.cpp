@@ -1,14 +1,13 @@
 #include "frank/engine/mtp.h"
 
 #include "frank/core/error.h"
-#include "frank/cpu/ops.h"
-#include "frank/engine/decoder_layer.h"
 #include "frank/engine/cpu_ops.h"
+#include "frank/engine/mtp_forward.h"
 
 namespace frank::engine {
 namespace {
 
-const model::MtpWeights& mtp_weights(const model::ModelWeights& w) {
+const model::MtpWeights& required_mtp_weights(const model::ModelWeights& w) {
   if (!w.mtp) throw Error("the checkpoint has no MTP block (mtp.0.*): speculative drafting needs it");
   return *w.mtp;
 }
@@ -17,7 +16,7 @@ const model::MtpWeights& mtp_weights(const model::ModelWeights& w) {
 
 MtpBlock::MtpBlock(const model::ModelConfig& c, const model::ModelWeights& w, const RopeTable& main_rope,
                    const RopeTable& compress_rope)
-    : c_(c), w_(w), m_(mtp_weights(w)), attention_(c, m_.block.attn, model::AttentionKind::Sliding, 0, main_rope,
+    : c_(c), w_(w), m_(required_mtp_weights(w)), attention_(c, m_.block.attn, model::AttentionKind::Sliding, 0, main_rope,
                                                    compress_rope) {}
 
 MtpState MtpBlock::new_state() const {
@@ -26,38 +25,22 @@ MtpState MtpBlock::new_state() const {
   return s;
 }
 
-MtpBlock::Output MtpBlock::forward(MtpState& state, const Tensor& streams, std::span<const int32_t> next_tokens) const {
-  const int64_t n = static_cast<int64_t>(next_tokens.size());
-  const int D = c_.hidden_size, N = c_.hc_mult;
-  if (streams.rows() != n || streams.cols() != int64_t{N} * D)
+void MtpBlock::check_input(int64_t stream_rows, int64_t stream_cols, int64_t tokens,
+                           std::span<const int32_t> ids) const {
+  if (stream_rows != tokens || stream_cols != int64_t{c_.hc_mult} * c_.hidden_size)
     throw Error("MTP: one row of main-model streams per next token is needed");
-  for (int32_t id : next_tokens)
+  for (int32_t id : ids)
     if (id < 0 || id >= c_.vocab_size) throw Error("MTP: token id outside the vocabulary");
+}
 
-  // The block's input streams: the projected embedding of the next token on every stream, plus
-  // each normalised main stream projected.
-  Tensor x({n, int64_t{N} * D});
-  std::vector<float> e(static_cast<size_t>(D)), e_proj(static_cast<size_t>(D)), h(static_cast<size_t>(D)),
-      h_proj(static_cast<size_t>(D));
-  for (int64_t t = 0; t < n; ++t) {
-    std::copy_n(w_.embed.row(next_tokens[static_cast<size_t>(t)]), D, e.begin());
-    cpu::rms_norm(e.data(), D, m_.enorm.data.data(), c_.rms_norm_eps);
-    cpu::linear(e.data(), 1, m_.e_proj, e_proj.data());
-    for (int j = 0; j < N; ++j) {
-      std::copy_n(streams.row(t) + int64_t{j} * D, D, h.begin());
-      cpu::rms_norm(h.data(), D, m_.hnorm.data.data(), c_.rms_norm_eps);
-      cpu::linear(h.data(), 1, m_.h_proj, h_proj.data());
-      float* out = x.row(t) + int64_t{j} * D;
-      for (int d = 0; d < D; ++d) out[d] = e_proj[static_cast<size_t>(d)] + h_proj[static_cast<size_t>(d)];
-    }
-  }
-
-  const std::vector<int32_t> tokens(next_tokens.begin(), next_tokens.end());  // the MoE is scored: unused
+MtpBlock::Output MtpBlock::forward(MtpState& state, const Tensor& streams, std::span<const int32_t> next_tokens) const {
+  check_input(streams.rows(), streams.cols(), std::ssize(next_tokens), next_tokens);
   CpuOps ops;
-  decoder_layer(ops, c_, m_.block, attention_, /*hash_routed=*/false, x, state.position, state.layer, tokens);
-  state.position += n;
-  const Tensor hidden = ops.hyper_head(m_.hc_head, m_.norm, x, 0, c_);
-  return {cpu::linear(hidden, w_.head), std::move(x)};
+  Tensor x = streams;
+  const std::vector<int32_t> tokens(next_tokens.begin(), next_tokens.end());
+  Tensor logits = mtp_forward(ops, c_, w_, m_, attention_, x, state.position, state.layer, tokens);
+  state.position += std::ssize(next_tokens);
+  return {std::move(logits), std::move(x)};
 }
 
 }  // namespace frank::engine

@@ -12,7 +12,8 @@ MtpDrafter::MtpDrafter(const Model& model)
       block_(model.config(), model.weights(), model.main_rope(), model.compress_rope()),
       state_(block_.new_state()) {}
 
-void MtpDrafter::observe(const Tensor& streams, int64_t first) {
+void MtpDrafter::observe(const Tensor& streams, int64_t first, int64_t rows) {
+  if (streams.rows() != rows) throw Error("MTP drafter: the main model's streams were not given");
   if (!streams_.empty() && first != streams_first_ + static_cast<int64_t>(streams_.size()))
     throw Error(fmt::format("MTP drafter: streams of position {} arrive after position {}", first,
                             streams_first_ + static_cast<int64_t>(streams_.size())));

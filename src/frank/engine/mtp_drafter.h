@@ -19,7 +19,7 @@ class MtpDrafter : public Drafter {
  public:
   explicit MtpDrafter(const Model& model);
 
-  void observe(const Tensor& streams, int64_t first) override;
+  void observe(const Tensor& streams, int64_t first, int64_t rows) override;
   std::vector<Draft> propose(std::span<const int32_t> tokens, int k) override;
 
  private:

@@ -72,7 +72,7 @@ SpeculativeDecoder::SpeculativeDecoder(VerifyTarget& target, Drafter& drafter, i
 void SpeculativeDecoder::start(std::span<const float> logits, const Tensor& streams, int64_t first) {
   pending_ = sampling_distribution(logits, sampling_);
   pending_logits_.assign(logits.begin(), logits.end());
-  drafter_.observe(streams, first);
+  drafter_.observe(streams, first, target_.position() - first);
 }
 
 std::vector<EmittedToken> SpeculativeDecoder::step(std::vector<int32_t>& tokens, int max_drafts) {
@@ -88,7 +88,8 @@ std::vector<EmittedToken> SpeculativeDecoder::step(std::vector<int32_t>& tokens,
   for (const Draft& d : drafts) fed.push_back(d.token);
   last_step_start_ = target_.position();
   Tensor streams;
-  const Tensor logits = target_.verify(fed, streams);
+  const bool host_streams = drafter_.reads_host_streams();
+  const Tensor logits = target_.verify(fed, host_streams ? &streams : nullptr);
   std::vector<std::vector<double>> target;
   for (int64_t r = 0; r < logits.rows(); ++r)
     target.push_back(
@@ -105,9 +106,11 @@ std::vector<EmittedToken> SpeculativeDecoder::step(std::vector<int32_t>& tokens,
   }
   pending_ = std::move(a.next);
   pending_logits_.assign(logits.row(a.accepted), logits.row(a.accepted) + logits.cols());
-  streams.shape[0] = 1 + a.accepted;  // the kept positions' rows come first
-  streams.data.resize(static_cast<size_t>(streams.shape[0] * streams.shape[1]));
-  drafter_.observe(streams, last_step_start_);
+  if (host_streams) {
+    streams.shape[0] = 1 + a.accepted;  // the kept positions' rows come first
+    streams.data.resize(static_cast<size_t>(streams.shape[0] * streams.shape[1]));
+  }
+  drafter_.observe(streams, last_step_start_, 1 + a.accepted);
 
   if (chooser_)
     chooser_->observe(static_cast<int>(drafts.size()), a.accepted,

@@ -33,12 +33,16 @@ struct Draft {
 class Drafter {
  public:
   virtual ~Drafter() = default;
+  // Whether observe() needs the streams on the host. A drafter on the GPU reads them where its
+  // target left them (cuda::CudaMtpDrafter), so they are not downloaded.
+  virtual bool reads_host_streams() const { return true; }
   // The main model's residual streams (before its hyper-head) of the positions first .. first +
   // rows - 1, as the session keeps them: after the prefill and after each verify step's accepted
-  // tokens.
-  virtual void observe(const Tensor& streams, int64_t first) {
+  // tokens. `streams` holds them [rows, hc_mult * hidden] when reads_host_streams(), else is empty.
+  virtual void observe(const Tensor& streams, int64_t first, int64_t rows) {
     (void)streams;
     (void)first;
+    (void)rows;
   }
   // Up to k proposals for the tokens after `tokens` (the whole sequence so far, including the
   // token the verify step feeds first).
@@ -80,7 +84,8 @@ class SpeculativeDecoder {
                      DraftLengthChooser* chooser = nullptr);
 
   // After a prefill into the target's session: `logits` are the logits of its last position, `streams` the
-  // prefill's residual streams of positions first .. (for the drafter).
+  // prefill's residual streams of positions first .. (for the drafter; empty when the drafter does
+  // not read host streams).
   void start(std::span<const float> logits, const Tensor& streams, int64_t first);
   // One verify step: draws the next token, asks the drafter for up to min(k, max_drafts) more (k:
   // fixed, or the chooser's pick),

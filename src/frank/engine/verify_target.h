@@ -21,9 +21,9 @@ class VerifyTarget {
   virtual int max_verify_tokens() const = 0;
   // As Model::forward (a prefill); `streams`, when given, receives the streams before the hyper-head.
   virtual Tensor forward(std::span<const int32_t> ids, Model::Logits logits, Tensor* streams) = 0;
-  // A verify call: the logits of every one of `ids` [n, vocab] and their streams [n, hc_mult *
-  // hidden]; rewind() can then keep a prefix of it.
-  virtual Tensor verify(std::span<const int32_t> ids, Tensor& streams) = 0;
+  // A verify call: the logits of every one of `ids` [n, vocab] and, when `streams` is given, their
+  // streams [n, hc_mult * hidden]; rewind() can then keep a prefix of it.
+  virtual Tensor verify(std::span<const int32_t> ids, Tensor* streams) = 0;
   // The session as if only the first `keep` tokens of the last verify call had been fed (cheap:
   // nothing accepted is recomputed). May follow another rewind of the same call, to fewer.
   virtual void rewind(int keep) = 0;
@@ -39,9 +39,9 @@ class CpuVerifyTarget : public VerifyTarget {
   Tensor forward(std::span<const int32_t> ids, Model::Logits logits, Tensor* streams) override {
     return model_.forward(session_, ids, logits, streams);
   }
-  Tensor verify(std::span<const int32_t> ids, Tensor& streams) override {
+  Tensor verify(std::span<const int32_t> ids, Tensor* streams) override {
     before_ = take_checkpoint(session_);
-    return model_.forward(session_, ids, Model::Logits::All, &streams);
+    return model_.forward(session_, ids, Model::Logits::All, streams);
   }
   void rewind(int keep) override { session_ = model_.rewind(before_, session_, keep); }
 
