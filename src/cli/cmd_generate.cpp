@@ -10,7 +10,6 @@
 #include "commands.h"
 #include "frank/core/error.h"
 #include "frank/engine/draft_length.h"
-#include "frank/engine/mtp_drafter.h"
 #include "frank/engine/sampling.h"
 #include "frank/engine/speculative.h"
 #include "frank/server/engine_worker.h"
@@ -36,18 +35,20 @@ void finish(std::vector<int32_t>& generated, const GenerateOptions& o, int32_t e
   if (static_cast<int>(generated.size()) > o.max_tokens) generated.resize(static_cast<size_t>(o.max_tokens));
 }
 
-// Verify steps with the MTP drafter (on the CPU, over the streams the target returns) until the
-// limit or the end-of-sequence token; `draft_tokens` is a count or auto (chosen per step from
-// measured costs).
-std::vector<int32_t> speculative(const engine::Model& model, engine::VerifyTarget& target, const GenerateOptions& o,
+// Verify steps with the MTP drafter (on the backend's device: the GPU's drafts from the streams
+// the target leaves in device memory) until the limit or the end-of-sequence token; `draft_tokens`
+// is a count or auto (chosen per step from measured costs).
+std::vector<int32_t> speculative(const engine::Model& model, Speculation speculation, const GenerateOptions& o,
                                  const std::vector<int32_t>& prompt, int draft_tokens) {
+  engine::VerifyTarget& target = *speculation.target;
+  engine::Drafter& drafter = *speculation.drafter;
   std::optional<engine::DraftLengthChooser> chooser;
   if (draft_tokens == server::kAutoDraftTokens)
     chooser.emplace(engine::DraftLengthChooser::auto_limit(target.max_verify_tokens()));
-  engine::MtpDrafter drafter(model);
   engine::SpeculativeDecoder decoder(target, drafter, draft_tokens, o.sampling, chooser ? &*chooser : nullptr);
   Tensor streams;
-  const Tensor logits = target.forward(prompt, engine::Model::Logits::Last, &streams);
+  const Tensor logits =
+      target.forward(prompt, engine::Model::Logits::Last, drafter.reads_host_streams() ? &streams : nullptr);
   decoder.start(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols())), streams, 0);
   std::vector<int32_t> tokens = prompt;
   const auto eos = model.config().eos_token_id;
@@ -115,7 +116,7 @@ void run(const GenerateOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const int draft_tokens = parse_draft_tokens(o.draft_tokens);
   std::vector<int32_t> generated = draft_tokens != 0
-                                       ? speculative(*model, *backend.new_verify_target(), o, prompt, draft_tokens)
+                                       ? speculative(*model, backend.new_speculation(), o, prompt, draft_tokens)
                                        : decode(*runner, o, prompt, config.eos_token_id);
   finish(generated, o, config.eos_token_id);
   report(prompt, generated, start);

@@ -9,6 +9,7 @@
 
 #include "frank/core/error.h"
 #include "frank/engine/kv_record.h"
+#include "frank/engine/mtp_drafter.h"
 #include "frank/experts/expert_homes.h"
 #include "frank/model/config_common.h"
 #include "frank/model/loader.h"
@@ -16,6 +17,7 @@
 #include "frank/model/synthetic.h"
 #ifdef FRANK_WITH_CUDA
 #include "frank/cuda/cuda_model.h"
+#include "frank/cuda/cuda_mtp_drafter.h"
 #include "frank/cuda/cuda_verify_target.h"
 #include "frank/cuda/device_sessions.h"
 #endif
@@ -182,11 +184,15 @@ class OwningCpuVerifyTarget : private OwnedSession, public engine::CpuVerifyTarg
 
 }  // namespace
 
-std::unique_ptr<engine::VerifyTarget> Backend::new_verify_target() {
+Speculation Backend::new_speculation() {
 #ifdef FRANK_WITH_CUDA
-  if (gpu_) return std::make_unique<cuda::CudaVerifyTarget>(gpu_->model, gpu_->kv);
+  if (gpu_) {
+    auto target = std::make_unique<cuda::CudaVerifyTarget>(gpu_->model, gpu_->kv);
+    auto drafter = std::make_unique<cuda::CudaMtpDrafter>(gpu_->model, target->device_streams());
+    return {std::move(target), std::move(drafter)};
+  }
 #endif
-  return std::make_unique<OwningCpuVerifyTarget>(model_);
+  return {std::make_unique<OwningCpuVerifyTarget>(model_), std::make_unique<engine::MtpDrafter>(model_)};
 }
 
 std::unique_ptr<engine::SessionBackend> Backend::session_backend() {

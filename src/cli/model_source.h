@@ -11,6 +11,7 @@
 #include "frank/engine/model.h"
 #include "frank/engine/session_backend.h"
 #include "frank/engine/session_runner.h"
+#include "frank/engine/speculative.h"
 #include "frank/engine/v41_model.h"
 #include "frank/engine/verify_target.h"
 
@@ -42,6 +43,14 @@ struct ModelSource {
   std::unique_ptr<engine::V41Model> load_v41() const;
 };
 
+// Speculative decoding on a backend: a fresh session as the verify target, and the model's MTP
+// block drafting where the backend computes (on the GPU it reads the target's device streams, so
+// it is declared after the target and destroyed before it).
+struct Speculation {
+  std::unique_ptr<engine::VerifyTarget> target;
+  std::unique_ptr<engine::Drafter> drafter;
+};
+
 // The backend a command computes on: the CPU reference, or the GPU (builds with -DFRANK_CUDA=ON).
 class Backend {
  public:
@@ -53,8 +62,9 @@ class Backend {
   bool is_cpu() const;
   // A fresh session on this backend.
   std::unique_ptr<engine::SessionRunner> new_runner();
-  // A fresh session on this backend, for speculative decoding.
-  std::unique_ptr<engine::VerifyTarget> new_verify_target();
+  // A fresh session on this backend and the MTP drafter, for speculative decoding. Throws
+  // frank::Error when the checkpoint has no MTP block.
+  Speculation new_speculation();
   // This backend's sessions as the server's prefix cache keeps them.
   std::unique_ptr<engine::SessionBackend> session_backend();
   // One line on the GPU time of the calls so far (CUDA events), or "" on the CPU backend.

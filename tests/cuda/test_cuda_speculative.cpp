@@ -7,7 +7,8 @@
 //   - a step rewound again, to fewer tokens, does too; what cannot be undone is refused;
 //   - greedy speculative decoding emits exactly the tokens of plain greedy decoding on the GPU,
 //     k = 1..4, with scripted drafters (all right, all wrong, mixed) on every fixture and with the
-//     model's MTP block on the MTP fixture; the verify steps' streams match the CPU's.
+//     CPU's MTP block on the MTP fixture (the GPU's: test_cuda_mtp.cpp); the verify steps' streams
+//     match the CPU's.
 // Tolerance of a rewound session's logits: 1e-3 * max(1, |logit|) against the one-token steps of
 // a plain GPU run, the fp32 tolerance of test_cuda_forward.cpp. The kept tokens' rows come from a
 // call of another size than the reference's one-token steps, and the kernels may round
@@ -25,6 +26,7 @@
 #include <span>
 
 #include "cuda/cuda_forward_util.h"
+#include "cuda/cuda_speculative_util.h"
 #include "frank/core/error.h"
 #include "frank/cuda/cuda_verify_target.h"
 #include "frank/engine/mtp_drafter.h"
@@ -161,28 +163,6 @@ TEST(CudaRewind, RefusesWhatItCannotUndo) {
   EXPECT_EQ(s.position, 4);
 }
 
-// Greedy tokens after `prompt`, one-token steps chosen on the GPU.
-std::vector<int32_t> plain_greedy(cuda::CudaModel& gpu, const std::vector<int32_t>& prompt, size_t total) {
-  cuda::DeviceSession s = gpu.new_session();
-  std::vector<int32_t> tokens = prompt;
-  tokens.push_back(gpu.forward_greedy(s, prompt));
-  while (tokens.size() < total) tokens.push_back(gpu.forward_greedy(s, std::span<const int32_t>(&tokens.back(), 1)));
-  return tokens;
-}
-
-// Speculative greedy decoding on the GPU up to `total` tokens.
-engine::SpeculativeStats speculative_greedy(cuda::CudaModel& gpu, engine::Drafter& drafter, int k,
-                                            std::vector<int32_t>& tokens, size_t total) {
-  cuda::CudaVerifyTarget target(gpu);
-  engine::SpeculativeDecoder decoder(target, drafter, k, engine::SamplingParams{});
-  Tensor streams;
-  const Tensor prefill = target.forward(tokens, Logits::Last, &streams);
-  decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(prefill.cols())), streams, 0);
-  while (tokens.size() < total) decoder.step(tokens, decoder.draft_tokens());
-  tokens.resize(total);
-  return decoder.stats();
-}
-
 TEST(CudaSpeculative, GreedyEqualsPlainGreedyForEveryDrafter) {
   REQUIRE_GPU();
   const size_t prompt_length = 6, total = prompt_length + 48;  // crosses window closes and ring wraps
@@ -196,7 +176,8 @@ TEST(CudaSpeculative, GreedyEqualsPlainGreedyForEveryDrafter) {
       for (const auto& [name, wrong] : scripted_drafters()) {
         ScriptedDrafter drafter(plain, static_cast<int>(f.vocab), wrong);
         std::vector<int32_t> tokens = prompt;
-        const auto st = speculative_greedy(gpu, drafter, k, tokens, total);
+        cuda::CudaVerifyTarget target(gpu);
+        const auto st = speculative_greedy(target, drafter, k, tokens, total);
         ASSERT_EQ(tokens, plain) << f.name() << ": k = " << k << ", drafter " << name;
         if (std::string(name) == "right") {
           EXPECT_EQ(st.accepted, st.drafted) << f.name() << ", k = " << k;
@@ -239,7 +220,8 @@ TEST(CudaSpeculative, MtpDraftedGreedyEqualsPlainGreedy) {
   for (int k = 1; k <= 4; ++k) {
     engine::MtpDrafter drafter(*model);
     std::vector<int32_t> tokens = prompt;
-    const auto st = speculative_greedy(gpu, drafter, k, tokens, total);
+    cuda::CudaVerifyTarget target(gpu);
+    const auto st = speculative_greedy(target, drafter, k, tokens, total);
     ASSERT_EQ(tokens, plain) << "k = " << k;
     EXPECT_EQ(st.drafted, st.verify_steps * k);
     std::cout << fmt::format("[ mtp drafts on cuda ] k = {}: {} verify steps, {} of {} drafts accepted\n", k,

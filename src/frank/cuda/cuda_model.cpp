@@ -50,13 +50,7 @@ DeviceSession CudaModel::new_session(KvFormat kv) {
   const model::ModelConfig& c = model_.config();
   DeviceSession s;
   s.position_at = DeviceArray<int64_t>({1}, stream_);
-  s.layers.resize(static_cast<size_t>(c.num_layers));
-  for (auto& layer : s.layers) {
-    layer.kv = kv_layout(c, kv);
-    layer.compressor.entry_format = kv;
-    layer.window = DeviceArray<uint8_t>({c.sliding_window, layer.kv.row_bytes}, stream_);
-    layer.window.fill_bytes(0);
-  }
+  for (int l = 0; l < c.num_layers; ++l) s.layers.push_back(new_layer_state(c, kv, stream_));
   return s;
 }
 
@@ -96,21 +90,30 @@ DeviceSession CudaModel::synthetic_session(int64_t position, int64_t room, uint6
 }
 
 Tensor CudaModel::forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits,
-                         Tensor* streams) {
-  return call(session, ids, {logits == engine::Model::Logits::All, streams != nullptr, false}, streams);
+                         Tensor* streams, DeviceArray<float>* device_streams) {
+  const bool any_streams = streams != nullptr || device_streams != nullptr;
+  return call(session, ids, {logits == engine::Model::Logits::All, any_streams, false}, streams, device_streams);
 }
 
 Tensor CudaModel::verify(DeviceSession& session, std::span<const int32_t> ids, Tensor& streams) {
-  if (std::ssize(ids) > kGraphTokens)
-    throw Error(fmt::format("CUDA verify step of {} tokens: at most {} are recorded", ids.size(), kGraphTokens));
-  return call(session, ids, {true, true, true}, &streams);
+  return verify(session, ids, &streams, nullptr);
 }
 
-Tensor CudaModel::call(DeviceSession& session, std::span<const int32_t> ids, CallOutputs outputs, Tensor* streams) {
+Tensor CudaModel::verify(DeviceSession& session, std::span<const int32_t> ids, Tensor* streams,
+                         DeviceArray<float>* device_streams) {
+  if (std::ssize(ids) > kGraphTokens)
+    throw Error(fmt::format("CUDA verify step of {} tokens: at most {} are recorded", ids.size(), kGraphTokens));
+  return call(session, ids, {true, true, true}, streams, device_streams);
+}
+
+Tensor CudaModel::call(DeviceSession& session, std::span<const int32_t> ids, CallOutputs outputs, Tensor* streams,
+                       DeviceArray<float>* device_streams) {
   model_.check_call(session.position, ids);
   const auto n = static_cast<int64_t>(ids.size());
+  const int64_t width = int64_t{model_.config().hc_mult} * model_.config().hidden_size;
   if (n == 0) {
-    if (streams != nullptr) *streams = Tensor({0, int64_t{model_.config().hc_mult} * model_.config().hidden_size});
+    if (streams != nullptr) *streams = Tensor({0, width});
+    if (device_streams != nullptr) *device_streams = DeviceArray<float>({0, width}, stream_);
     return Tensor({0, model_.config().vocab_size});
   }
   EagerResults eager;
@@ -121,6 +124,8 @@ Tensor CudaModel::call(DeviceSession& session, std::span<const int32_t> ids, Cal
     *streams = Tensor(out.streams->shape());
     out.streams->copy_to_host(streams->data.data());
   }
+  // A copy in stream order: a graph's output buffer is overwritten by its next replay.
+  if (device_streams != nullptr) *device_streams = *out.streams;
   finish(session, n, outputs);
   return host;
 }

@@ -94,12 +94,16 @@ class CudaModel {
   // formats hold the same rows, differently rounded.
   DeviceSession synthetic_session(int64_t position, int64_t room, uint64_t seed, KvFormat kv = KvFormat::F32);
   // As engine::Model::forward: logits on the host, [ids.size(), vocab] or [1, vocab] for Logits::Last;
-  // `streams`, when given, receives the residual streams before the hyper-head [ids.size(), hc_mult * hidden].
+  // `streams`, when given, receives the residual streams before the hyper-head [ids.size(), hc_mult * hidden],
+  // and `device_streams` a copy of them in device memory (what the GPU's MTP drafter reads).
   Tensor forward(DeviceSession& session, std::span<const int32_t> ids, engine::Model::Logits logits,
-                 Tensor* streams = nullptr);
+                 Tensor* streams = nullptr, DeviceArray<float>* device_streams = nullptr);
   // A verify step of up to kGraphTokens tokens: all logits and the streams, as forward; the call
   // keeps its compressor projections, so that rewind() (device_checkpoint.h) can keep a prefix of it.
   Tensor verify(DeviceSession& session, std::span<const int32_t> ids, Tensor& streams);
+  // The same, with the streams on the host and/or in device memory (either may be null).
+  Tensor verify(DeviceSession& session, std::span<const int32_t> ids, Tensor* streams,
+                DeviceArray<float>* device_streams);
   // The greedy token after `ids`, chosen on the GPU (argmax_rows): only the token is downloaded.
   int32_t forward_greedy(DeviceSession& session, std::span<const int32_t> ids);
 
@@ -125,7 +129,8 @@ class CudaModel {
   Results run_eager(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, EagerResults& eager);
   Results replay(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs);
   std::unique_ptr<StepGraph> capture(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs);
-  Tensor call(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, Tensor* streams);
+  Tensor call(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, Tensor* streams,
+              DeviceArray<float>* device_streams);
 
   const engine::Model& model_;
   cudaStream_t stream_ = nullptr;

@@ -8,6 +8,7 @@
 
 #include "frank/core/error.h"
 #include "frank/cuda/hybrid_moe.cuh"
+#include "frank/cuda/stream_add.cuh"
 #include "frank/cuda/topk.cuh"
 
 namespace frank::cuda {
@@ -38,6 +39,15 @@ KvRowLayout entry_layout(const DeviceCompressor& s, const engine::Compressor& co
 
 KvRowLayout kv_layout(const model::ModelConfig& c, KvFormat format) {
   return engine::kv_row_layout(format, c.head_dim, c.rope_dim);
+}
+
+DeviceLayerState new_layer_state(const model::ModelConfig& c, KvFormat format, cudaStream_t stream) {
+  DeviceLayerState layer;
+  layer.kv = kv_layout(c, format);
+  layer.compressor.entry_format = format;
+  layer.window = DeviceArray<uint8_t>({c.sliding_window, layer.kv.row_bytes}, stream);
+  layer.window.fill_bytes(0);
+  return layer;
 }
 
 void CudaOps::count(double weight_bytes, double state_bytes) const {
@@ -117,6 +127,28 @@ CudaOps::Array CudaOps::linear(const Array& x, const LinearWeight& w) const {
                      stream_),
         "linear");
   return y;
+}
+
+CudaOps::Array CudaOps::linear_per_stream(const Array& x, const LinearWeight& w, int N) const {
+  const ScopedOp timed(profile_, "linear_per_stream", stream_);
+  const DeviceWeights::Linear& l = w_.linear(w);
+  if (x.cols() != N * l.cols)
+    throw Error(fmt::format("CUDA linear per stream: rows of {} columns for {} streams of {}", x.cols(), N, l.cols));
+  // [n, N*in] is [n*N, in] row-major: one row per stream.
+  Array y({x.rows(), N * l.rows}, stream_);
+  count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
+  check(cuda::linear(x.data(), l.cols, static_cast<int>(x.rows() * N), l.data, l.type, l.rows, l.cols, y.data(),
+                     l.rows, stream_),
+        "linear per stream");
+  return y;
+}
+
+void CudaOps::add_to_streams(Array& streams, const Array& x, int N) const {
+  const ScopedOp timed(profile_, "add_to_streams", stream_);
+  if (streams.rows() != x.rows() || streams.cols() != N * x.cols())
+    throw Error("CUDA add_to_streams: one row of the stream width per token is needed");
+  check(cuda::add_to_streams(streams.data(), x.data(), x.rows(), N, static_cast<int>(x.cols()), stream_),
+        "add_to_streams");
 }
 
 CudaOps::Array CudaOps::grouped_linear(const Array& x, const LinearWeight& w, int groups) const {

@@ -49,6 +49,10 @@ struct DeviceLayerState {
   DeviceCallRecord last_call;
 };
 
+// A layer's state before its first token: an empty window ring of `format` records (zeros), no
+// compressor buffers yet (CudaOps::prepare allocates them).
+DeviceLayerState new_layer_state(const model::ModelConfig& c, KvFormat format, cudaStream_t stream);
+
 // The bytes ops must read from device memory — weights, and session state (window rows, entries,
 // index keys) — counted on the host as the ops are issued (activations are not counted). Routed
 // experts are not counted here: which ones a step reads is known only after it ran (last_experts).
@@ -109,6 +113,8 @@ class CudaOps {
   // The ops below take the host's `start` as the shared model code passes it; their kernels read
   // the position from StepPosition::device instead (the same value, unless a graph is replayed).
   Array linear(const Array& x, const LinearWeight& w) const;
+  Array linear_per_stream(const Array& x, const LinearWeight& w, int N) const;
+  void add_to_streams(Array& streams, const Array& x, int N) const;
   Array grouped_linear(const Array& x, const LinearWeight& w, int groups) const;
   void rms_norm(Array& x, int width, const Tensor* weight, float eps) const;
   void rope(Array& x, int heads, int dim, int64_t start, const engine::RopeTable& rope, bool inverse) const;
