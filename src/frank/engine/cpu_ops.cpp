@@ -155,7 +155,9 @@ void CpuOps::keep_call_record(LayerState& state, Tensor comp_kv, Tensor comp_gat
 Tensor CpuOps::moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
                    const Ids& ids, LayerState& state) const {
   state.last_call.experts.clear();
-  return moe_forward(c, w, hash_layer, x, ids, &state.last_call.experts);
+  const int layer = forced_ != nullptr ? moe_layer(*forced_model_, w) : -1;
+  return moe_forward(c, w, hash_layer, x, ids, &state.last_call.experts, {},
+                     layer >= 0 ? forced_->layer(layer) : nullptr);
 }
 
 }  // namespace frank::engine

@@ -9,6 +9,7 @@
 #include "frank/core/tensor.h"
 #include "frank/engine/attention.h"
 #include "frank/engine/hyper_connection.h"
+#include "frank/engine/routing_replay.h"
 #include "frank/engine/session.h"
 #include "frank/engine/topk_row_dump.h"
 #include "frank/model/weights.h"
@@ -70,12 +71,21 @@ class CpuOps {
   void window_store(LayerState& state, const Tensor& kv, int64_t start, int window) const;
   // The compressors' raw projections of this call, for Model::rewind.
   void keep_call_record(LayerState& state, Tensor comp_kv, Tensor comp_gate, Tensor index_kv, Tensor index_gate) const;
+  // The next moe() calls of `model`'s layers route to `forced`'s experts (routing_replay.h); both
+  // must outlive those calls.
+  void replay_routing(const ForcedRouting& forced, const model::ModelWeights& model) {
+    forced_ = &forced;
+    forced_model_ = &model;
+  }
+
   // Router, routed experts and shared expert; records the routed experts in state.last_call.
   Tensor moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x, const Ids& ids,
              LayerState& state) const;
 
  private:
   TopkRowDump* dump_;
+  const ForcedRouting* forced_ = nullptr;
+  const model::ModelWeights* forced_model_ = nullptr;
 };
 
 }  // namespace frank::engine

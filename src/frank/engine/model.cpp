@@ -72,6 +72,11 @@ Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits log
     throw Error("session was made for a different model");
   const int64_t n = static_cast<int64_t>(ids.size());
   CpuOps ops(topk_dump_);
+  ForcedRouting forced;
+  if (routing_replay_ != nullptr) {
+    forced = routing_replay_->take(n);
+    ops.replay_routing(forced, weights_);
+  }
   const std::vector<int32_t> tokens(ids.begin(), ids.end());
   Tensor out = model_forward(ops, config_, weights_, attention_, session.layers, session.position, tokens,
                              logits == Logits::Last ? n - 1 : 0, streams_out);

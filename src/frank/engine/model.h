@@ -10,6 +10,7 @@
 #include "frank/core/tensor.h"
 #include "frank/engine/attention.h"
 #include "frank/engine/rope.h"
+#include "frank/engine/routing_replay.h"
 #include "frank/engine/session.h"
 #include "frank/engine/session_checkpoint.h"
 #include "frank/engine/topk_row_dump.h"
@@ -62,6 +63,10 @@ class Model {
   // Every indexer score row of later forward calls goes to `dump` (null: none). Not thread-safe:
   // for the commands that run one session.
   void dump_topk_rows(TopkRowDump* dump) { topk_dump_ = dump; }
+  // Later forward calls route to the experts `replay` gives them (null: the router chooses).
+  // Not thread-safe either: the trace's tokens are taken in call order.
+  void replay_routing(RoutingReplay* replay) { routing_replay_ = replay; }
+  RoutingReplay* routing_replay() const { return routing_replay_; }
 
  private:
 
@@ -71,6 +76,7 @@ class Model {
   std::vector<Attention> attention_;
   std::string fingerprint_;
   TopkRowDump* topk_dump_ = nullptr;
+  RoutingReplay* routing_replay_ = nullptr;
 };
 
 }  // namespace frank::engine

@@ -10,14 +10,16 @@
 namespace frank::engine {
 
 Routing route(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer, const float* x,
-              int32_t token, float gate_temp) {
+              int32_t token, float gate_temp, const int32_t* forced) {
   const int E = c.n_routed_experts, k = c.experts_per_token;
   std::vector<float> scores(E);
   cpu::linear(x, 1, w.router, scores.data());
   for (auto& s : scores) s = std::sqrt(cpu::softplus(s / gate_temp));
 
   Routing r;
-  if (hash_layer) {
+  if (forced != nullptr) {
+    r.experts.assign(forced, forced + k);
+  } else if (hash_layer) {
     r.experts.assign(w.tid2eid.begin() + int64_t{token} * k, w.tid2eid.begin() + int64_t{token + 1} * k);
   } else {
     // The bias steers which experts are chosen; it never enters the weights. Ties: lower expert first.
@@ -43,12 +45,14 @@ void swiglu_expert(const model::ExpertWeights& e, float limit, const float* x, f
 }
 
 Tensor moe_forward(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
-                   const std::vector<int32_t>& tokens, std::vector<int32_t>* chosen, const MoeVariant& variant) {
+                   const std::vector<int32_t>& tokens, std::vector<int32_t>* chosen, const MoeVariant& variant,
+                   const int32_t* forced) {
   const int D = c.hidden_size;
   Tensor out({x.rows(), int64_t{D}});
   std::vector<float> y(D);
   for (int64_t t = 0; t < x.rows(); ++t) {
-    const Routing r = route(c, w, hash_layer, x.row(t), tokens[t], variant.gate_temp);
+    const Routing r = route(c, w, hash_layer, x.row(t), tokens[t], variant.gate_temp,
+                            forced != nullptr ? forced + t * c.experts_per_token : nullptr);
     if (chosen != nullptr) chosen->insert(chosen->end(), r.experts.begin(), r.experts.end());
     // Accumulate in ascending expert id, as transformers' expert loop does, then add the shared expert.
     std::vector<size_t> order(r.experts.size());

@@ -25,17 +25,20 @@ struct MoeVariant {
   bool weight_before_down = false;
 };
 
-// One token's routing; `token` is needed by hash layers.
+// One token's routing; `token` is needed by hash layers. `forced`, when given, holds the token's
+// experts_per_token experts (routing replay, routing_replay.h): they replace the choice, and their
+// weights follow from the scores as a chosen set's do.
 Routing route(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer, const float* x, int32_t token,
-              float gate_temp = 1.0f);
+              float gate_temp = 1.0f, const int32_t* forced = nullptr);
 
 // down(weight * silu(min(gate·x, limit)) * clamp(up·x, -limit, limit)), written to out [hidden].
 void swiglu_expert(const model::ExpertWeights& e, float limit, const float* x, float* out, float weight = 1.0f);
 
 // x: [n, hidden] (after post_attention_layernorm), tokens: the n token ids. Returns [n, hidden].
 // `chosen`, when given, receives each token's routed experts in the router's order, token-major.
+// `forced`, when given, [n, experts_per_token]: each token's experts instead of the router's choice.
 Tensor moe_forward(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer, const Tensor& x,
                    const std::vector<int32_t>& tokens, std::vector<int32_t>* chosen = nullptr,
-                   const MoeVariant& variant = {});
+                   const MoeVariant& variant = {}, const int32_t* forced = nullptr);
 
 }  // namespace frank::engine
