@@ -151,7 +151,10 @@ CudaModel::Results CudaModel::run(DeviceSession& s, std::span<const int32_t> ids
   // Steps with CPU-homed experts synchronise with the host inside (cpu_experts.h): issued eagerly.
   last_graph_ = graphs_.enabled && warm_ && std::ssize(ids) <= kGraphTokens && !weights_.has_cpu_experts();
   s.position_at.copy_from_host(&s.position);
-  const Results out = last_graph_ ? replay(s, ids, outputs) : run_eager(s, ids, outputs, eager);
+  engine::ForcedRouting forced;
+  if (routing_replay_ != nullptr) forced = routing_replay_->take(std::ssize(ids));
+  const engine::ForcedRouting* forcing = routing_replay_ != nullptr ? &forced : nullptr;
+  const Results out = last_graph_ ? replay(s, ids, outputs, forcing) : run_eager(s, ids, outputs, eager, forcing);
   check(cudaEventRecord(end_, stream_), "cudaEventRecord");
   return out;
 }
@@ -169,49 +172,56 @@ void CudaModel::finish(DeviceSession& s, int64_t tokens, CallOutputs outputs) {
 }
 
 CudaModel::Results CudaModel::run_eager(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs,
-                                        EagerResults& eager) {
+                                        EagerResults& eager, const engine::ForcedRouting* forced) {
   const auto n = static_cast<int64_t>(ids.size());
   CudaOps ops(weights_, stream_, {s.position_at.data(), s.position + n});
   if (outputs.record) ops.record_calls(kGraphTokens);
+  ops.replay_routing(model_.weights());
   check(cudaEventRecord(begin_, stream_), "cudaEventRecord");
-  const CudaOps::Ids device_ids = ops.upload_ids(ids);
+  const CudaOps::Ids device_ids = ops.upload_ids(ids, forced);
   eager.logits = engine::model_forward(ops, model_.config(), model_.weights(), model_.attention(), s.layers,
                                        s.position, device_ids, outputs.all_logits ? 0 : n - 1,
                                        outputs.streams ? &eager.streams : nullptr);
   return {&eager.logits, &eager.streams};
 }
 
-CudaModel::Results CudaModel::replay(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs) {
+CudaModel::Results CudaModel::replay(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs,
+                                     const engine::ForcedRouting* forced) {
   const auto n = static_cast<int64_t>(ids.size());
-  auto it = std::find_if(s.graphs.begin(), s.graphs.end(), [&](const auto& g) {
-    return g->tokens == n && g->outputs == outputs && s.position + n <= g->end_bound;
-  });
+  const bool forcing = forced != nullptr;
+  auto same_kind = [&](const auto& g) { return g->tokens == n && g->outputs == outputs && g->forced_routing == forcing; };
+  auto it = std::find_if(s.graphs.begin(), s.graphs.end(),
+                         [&](const auto& g) { return same_kind(g) && s.position + n <= g->end_bound; });
   if (it == s.graphs.end()) {
-    std::erase_if(s.graphs, [&](const auto& g) { return g->tokens == n && g->outputs == outputs; });
-    s.graphs.push_back(capture(s, ids, outputs));
+    std::erase_if(s.graphs, same_kind);
+    s.graphs.push_back(capture(s, ids, outputs, forced));
     it = s.graphs.end() - 1;
   }
   StepGraph& g = **it;
   check(cudaEventRecord(begin_, stream_), "cudaEventRecord");  // after a capture: its host time is not the step's
   g.ids.device.copy_from_host(ids.data());
+  if (forcing) g.ids.forced_experts.copy_from_host(forced->experts.data());
   check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
   return {&g.logits, &g.streams};
 }
 
-std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs) {
+std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs,
+                                              const engine::ForcedRouting* forced) {
   const auto n = static_cast<int64_t>(ids.size());
   const model::ModelConfig& c = model_.config();
   auto g = std::make_unique<StepGraph>();
   g->tokens = n;
   g->outputs = outputs;
+  g->forced_routing = forced != nullptr;
   g->end_bound = ((s.position + n) / graphs_.span + 1) * graphs_.span;
   // Routing is not kept: last_experts would be memory the graph allocates and does not free.
   CudaOps ops(weights_, stream_, {s.position_at.data(), g->end_bound}, nullptr, /*keep_routing=*/false);
   if (outputs.record) ops.record_calls(kGraphTokens);
+  ops.replay_routing(model_.weights());
   // Everything the graph's nodes point at exists before the capture: session state up to the
-  // bound (and the call record), the input ids and the outputs.
+  // bound (and the call record), the input ids (and forced experts) and the outputs.
   for (size_t l = 0; l < s.layers.size(); ++l) ops.prepare(s.layers[l], model_.attention()[l]);
-  g->ids = ops.upload_ids(ids);
+  g->ids = ops.upload_ids(ids, forced);
   g->logits = DeviceArray<float>({outputs.all_logits ? n : 1, c.vocab_size}, stream_);
   if (outputs.streams) g->streams = DeviceArray<float>({n, int64_t{c.hc_mult} * c.hidden_size}, stream_);
 

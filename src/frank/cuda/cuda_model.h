@@ -37,6 +37,7 @@ struct CallOutputs {
 struct StepGraph {
   int64_t tokens = 0;
   CallOutputs outputs;
+  bool forced_routing = false;  // captured with routing replay: ids.forced_experts written before each replay
   int64_t end_bound = 0;       // replayable while the step ends at or before this position
   CudaOps::Ids ids;            // the step's input, written before each replay
   DeviceArray<float> logits;   // the step's output, copied here by the graph's last nodes
@@ -112,6 +113,9 @@ class CudaModel {
   DeviceWeights& device_weights() { return weights_; }
   cudaStream_t stream() const { return stream_; }
   const std::vector<StepTime>& step_times() const { return step_times_; }
+  // Later calls route to the experts `replay` gives them (engine/routing_replay.h; null: the router
+  // chooses). Each call takes its tokens' experts and uploads them with its ids, before its kernels.
+  void replay_routing(engine::RoutingReplay* replay) { routing_replay_ = replay; }
 
  private:
   // Runs the call, leaving its logits in device memory (a graph's output buffer, or `eager_out`),
@@ -126,9 +130,13 @@ class CudaModel {
   };
   Results run(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, EagerResults& eager);
   void finish(DeviceSession& s, int64_t tokens, CallOutputs outputs);
-  Results run_eager(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, EagerResults& eager);
-  Results replay(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs);
-  std::unique_ptr<StepGraph> capture(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs);
+  // `forced`: the call's experts under routing replay, else null.
+  Results run_eager(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, EagerResults& eager,
+                    const engine::ForcedRouting* forced);
+  Results replay(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs,
+                 const engine::ForcedRouting* forced);
+  std::unique_ptr<StepGraph> capture(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs,
+                                     const engine::ForcedRouting* forced);
   Tensor call(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, Tensor* streams,
               DeviceArray<float>* device_streams);
 
@@ -140,6 +148,7 @@ class CudaModel {
   cudaEvent_t begin_ = nullptr, end_ = nullptr;
   std::vector<StepTime> step_times_;
   bool last_graph_ = false;  // the call being run is a graph replay
+  engine::RoutingReplay* routing_replay_ = nullptr;
 };
 
 class CudaRunner : public engine::SessionRunner {

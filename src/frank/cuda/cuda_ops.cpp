@@ -56,10 +56,14 @@ void CudaOps::count(double weight_bytes, double state_bytes) const {
   traffic_->state_bytes += state_bytes;
 }
 
-CudaOps::Ids CudaOps::upload_ids(std::span<const int32_t> ids) const {
+CudaOps::Ids CudaOps::upload_ids(std::span<const int32_t> ids, const engine::ForcedRouting* forced) const {
   Ids out{std::vector<int32_t>(ids.begin(), ids.end()),
-          DeviceArray<int32_t>({static_cast<int64_t>(ids.size())}, stream_)};
+          DeviceArray<int32_t>({static_cast<int64_t>(ids.size())}, stream_), {}};
   out.device.copy_from_host(out.host.data());
+  if (forced != nullptr) {
+    out.forced_experts = DeviceArray<int32_t>({std::ssize(forced->experts)}, stream_);
+    out.forced_experts.copy_from_host(forced->experts.data());
+  }
   return out;
 }
 
@@ -348,9 +352,13 @@ CudaOps::Array CudaOps::moe(const model::ModelConfig& c, const model::MoeWeights
   // keep them from overlapping (programmatic dependent launch).
   Array hidden({n, k + 1, I}, stream_);
   Array out({n, D}, stream_);
+  // Routing replay: this layer's slice of the step's forced experts (the MTP block's layer has none).
+  const int forced_layer =
+      forced_model_ != nullptr && !ids.forced_experts.empty() ? engine::moe_layer(*forced_model_, w) : -1;
+  const int32_t* forced = forced_layer >= 0 ? ids.forced_experts.data() + int64_t{forced_layer} * n * k : nullptr;
   check(route(logits.data(), n, E, k, hash_layer ? nullptr : w_.tensor(w.selection_bias),
               hash_layer ? w_.tid2eid(w) : nullptr, ids.device.data(), c.routed_scaling_factor, experts.data(),
-              weights.data(), stream_),
+              weights.data(), stream_, forced),
         "moe (route)");
   // Experts split by a plan (cpu_experts.h): the host gets the routing while the GPU runs its share.
   CpuExperts* cpu = w_.cpu_experts();

@@ -13,6 +13,7 @@
 #include "frank/cuda/device_weights.h"
 #include "frank/cuda/op_profile.h"
 #include "frank/engine/attention.h"
+#include "frank/engine/routing_replay.h"
 #include "frank/model/config.h"
 #include "frank/model/weights.h"
 
@@ -75,6 +76,9 @@ class CudaOps {
   struct Ids {
     std::vector<int32_t> host;
     DeviceArray<int32_t> device;
+    // Routing replay: [num_layers, n, experts_per_token], the experts moe() routes each token to in
+    // each layer of the model (replay_routing); empty: the router chooses.
+    DeviceArray<int32_t> forced_experts;
   };
   using Mix = DeviceArray<float>;         // [n, 2N + N*N]: pre | post | comb per token
   using Selection = DeviceArray<int32_t>;  // [n, index_topk], -1 past the entries a token sees
@@ -100,7 +104,10 @@ class CudaOps {
   // Counts the bytes of later ops into `traffic` (null: none).
   void set_traffic(Traffic* traffic) { traffic_ = traffic; }
 
-  Ids upload_ids(std::span<const int32_t> ids) const;
+  // With `forced`, its experts are uploaded too (Ids::forced_experts), before the step's kernels.
+  Ids upload_ids(std::span<const int32_t> ids, const engine::ForcedRouting* forced = nullptr) const;
+  // moe() of `model`'s layers routes to Ids::forced_experts where the ids carry them.
+  void replay_routing(const model::ModelWeights& model) { forced_model_ = &model; }
   Tensor download(const Array& a) const;  // waits for the stream
 
   Array embed(const Tensor& table, const Ids& ids, int N) const;
@@ -151,6 +158,7 @@ class CudaOps {
   bool keep_routing_;
   int64_t record_tokens_ = 0;
   OpProfile* profile_ = nullptr;
+  const model::ModelWeights* forced_model_ = nullptr;
 };
 
 }  // namespace frank::cuda

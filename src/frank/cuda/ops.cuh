@@ -179,11 +179,13 @@ cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, 
 
 // Routing for each token t from the router logits [n, E] (engine::route):
 //   score[e] = sqrt(softplus(logit[e])) (torch softplus: x > 20 gives x, else log1p(exp(x)));
-//   experts: tid2eid[ids[t]*k ..] when tid2eid is not null (hash layers), else the top k of
+//   experts: forced[t*k ..] when forced is not null (routing replay, engine/routing_replay.h),
+//   else tid2eid[ids[t]*k ..] when tid2eid is not null (hash layers), else the top k of
 //   score + bias (higher first; ties by lower expert);
 //   weights[t*k + j] = score[expert_j] / (sum of the k scores + 1e-20) * scaling.
 cudaError_t route(const float* logits, int n, int E, int k, const float* bias, const int32_t* tid2eid,
-                  const int32_t* ids, float scaling, int32_t* experts, float* weights, cudaStream_t stream);
+                  const int32_t* ids, float scaling, int32_t* experts, float* weights, cudaStream_t stream,
+                  const int32_t* forced = nullptr);
 
 // The weights of every expert, as device tables of device pointers indexed by expert id; the shared
 // expert is index E (one past the routed experts). gate, up: [I, D]; down: [D, I].

@@ -5,6 +5,7 @@
 // after the previous pick in the reference's order (higher key first, ties by lower expert). That
 // order is total on selectable keys, so k rounds give exactly engine::top_k_indices without
 // marking anything as taken. Each lane keeps its experts' keys in registers for the k rounds.
+// Forced experts (routing replay) and hash layers skip the choice: lane j reads the j-th expert.
 #include <cmath>
 
 #include "frank/cuda/ops.cuh"
@@ -39,8 +40,9 @@ __device__ bool before(float v, int i, float w, int j) { return v > w || (v == w
 template <int KeysPerLane>
 __global__ void __launch_bounds__(kThreads)
     route_kernel(const float* __restrict__ logits, int E, int k, const float* __restrict__ bias,
-                 const int32_t* __restrict__ tid2eid, const int32_t* __restrict__ ids, float scaling,
-                 int32_t* __restrict__ experts, float* __restrict__ weights) {
+                 const int32_t* __restrict__ tid2eid, const int32_t* __restrict__ ids,
+                 const int32_t* __restrict__ forced, float scaling, int32_t* __restrict__ experts,
+                 float* __restrict__ weights) {
   follow_previous_kernel();
   extern __shared__ float smem[];
   const int t = blockIdx.x, lane = threadIdx.x % 32;
@@ -55,7 +57,9 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x >= 32) return;
 
   int mine = -1;  // lane j's pick: the j-th expert of the token
-  if (tid2eid) {
+  if (forced) {
+    if (lane < k) mine = forced[static_cast<size_t>(t) * k + lane];
+  } else if (tid2eid) {
     if (lane < k) mine = tid2eid[static_cast<size_t>(ids[t]) * k + lane];
   } else {
     float keys[KeysPerLane];  // lane's experts lane, lane + 32, ..
@@ -98,14 +102,15 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t route(const float* logits, int n, int E, int k, const float* bias, const int32_t* tid2eid,
-                  const int32_t* ids, float scaling, int32_t* experts, float* weights, cudaStream_t stream) {
+                  const int32_t* ids, float scaling, int32_t* experts, float* weights, cudaStream_t stream,
+                  const int32_t* forced) {
   if (n < 0 || E < 1 || E > kMaxExperts || k < 1 || k > kMaxRouteK || k > E) return cudaErrorInvalidValue;
   if (!logits || !experts || !weights || (tid2eid && !ids)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const size_t smem = sizeof(float) * 2 * E;
   const auto kernel = E <= 256 ? route_kernel<8> : E <= 512 ? route_kernel<16> : route_kernel<kMaxExperts / 32>;
   if (const cudaError_t e = launch_dependent(kernel, dim3(n), dim3(kThreads), smem, stream, logits, E, k, bias, tid2eid,
-                                             ids, scaling, experts, weights))
+                                             ids, forced, scaling, experts, weights))
     return e;
   return cudaGetLastError();
 }
