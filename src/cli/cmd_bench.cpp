@@ -28,6 +28,7 @@ struct DecodeOptions {
   std::string plan;
   std::optional<double> gpu_memory_budget_gb;
   unsigned cpu_expert_threads = 0;
+  std::string routing_from;
 };
 
 void run_decode(const DecodeOptions& o) {
@@ -46,6 +47,7 @@ void run_decode(const DecodeOptions& o) {
   b.plan = o.plan;
   b.gpu_memory_budget_gb = o.gpu_memory_budget_gb;
   b.cpu_expert_threads = o.cpu_expert_threads;
+  b.routing_from = o.routing_from;
   cuda::run_decode_bench(b, std::cout);
 #else
   (void)kv;
@@ -90,6 +92,10 @@ void register_bench(CLI::App& app) {
   decode->add_option("--cpu-expert-threads", o->cpu_expert_threads,
                      "threads computing the CPU's experts, pinned to cores 0..N-1 (0: all)")
       ->capture_default_str();
+  decode->add_option("--routing-from", o->routing_from,
+                     "a routing trace (frank plan generate-trace, --record-routing) whose experts every step routes "
+                     "to, in order, cycled; the trace's layers, experts and top-k must match the model")
+      ->check(CLI::ExistingFile);
   decode->callback([o] { run_decode(*o); });
 }
 

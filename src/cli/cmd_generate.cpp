@@ -25,6 +25,7 @@ struct GenerateOptions {
   engine::SamplingParams sampling;
   bool ignore_eos = false;
   std::string draft_tokens = "0";
+  std::string routing_from;  // a routing trace whose experts the calls route to (routing_replay.h)
 };
 
 // Ends the generated ids at the end-of-sequence token (kept) unless it is ignored, and at the limit.
@@ -94,6 +95,7 @@ void report(const std::vector<int32_t>& prompt, const std::vector<int32_t>& gene
 void run_v41(const GenerateOptions& o) {
   if (parse_draft_tokens(o.draft_tokens) != 0)
     throw Error("--draft-tokens: DeepSeek-V4.1's DSpark drafter is not supported yet");
+  if (!o.routing_from.empty()) throw Error("--routing-from: routing replay is not supported for DeepSeek-V4.1 yet");
   const auto model = o.source.load_v41();
   const auto& config = model->config();
   const auto prompt = o.ids.empty() ? std::vector<int32_t>{config.bos_token_id} : parse_ids(o.ids);
@@ -111,6 +113,11 @@ void run(const GenerateOptions& o) {
   const auto& config = model->config();
   const auto prompt = o.ids.empty() ? std::vector<int32_t>{config.bos_token_id} : parse_ids(o.ids);
   Backend backend(*model, o.source);
+  std::optional<engine::RoutingReplay> replay;
+  if (!o.routing_from.empty()) {
+    replay.emplace(engine::RoutingReplay::from_file(o.routing_from, config));
+    backend.replay_routing(&*replay);
+  }
   const auto runner = backend.new_runner();
 
   const auto start = std::chrono::steady_clock::now();
@@ -121,6 +128,9 @@ void run(const GenerateOptions& o) {
   finish(generated, o, config.eos_token_id);
   report(prompt, generated, start);
   if (const std::string gpu = backend.step_summary(); !gpu.empty()) std::cerr << gpu << "\n";
+  if (replay)
+    std::cerr << fmt::format("routing replayed from '{}' ({} tokens, cycled)\n", replay->source(),
+                             replay->trace_tokens());
   std::cout << format_ids(generated) << "\n";
 }
 
@@ -141,6 +151,10 @@ void register_generate(CLI::App& app) {
                   "speculative decoding: tokens the MTP block drafts per verify step (0: off; auto: chosen from "
                   "measured step costs; needs mtp.0.*)")
       ->capture_default_str();
+  cmd->add_option("--routing-from", opts->routing_from,
+                  "route every token to the experts of a routing trace (frank plan generate-trace, "
+                  "--record-routing), in order and cycled, instead of the router's choice; for benchmarks")
+      ->check(CLI::ExistingFile);
   cmd->callback([opts] { run(*opts); });
 }
 

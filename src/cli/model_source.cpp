@@ -158,6 +158,7 @@ Backend::Backend(engine::Model& model, const ModelSource& source) : model_(model
 
 Backend::~Backend() {
   model_.dump_topk_rows(nullptr);
+  model_.replay_routing(nullptr);
   if (dump_) std::cerr << fmt::format("{} indexer score rows written to {}\n", dump_->rows(), dump_->path().string());
 }
 
@@ -200,6 +201,13 @@ std::unique_ptr<engine::SessionBackend> Backend::session_backend() {
   if (gpu_) return std::make_unique<cuda::DeviceSessions>(gpu_->model, gpu_->kv);
 #endif
   return std::make_unique<engine::HostSessions>(model_);
+}
+
+void Backend::replay_routing(engine::RoutingReplay* replay) {
+  model_.replay_routing(replay);
+#ifdef FRANK_WITH_CUDA
+  if (gpu_) gpu_->model.replay_routing(replay);
+#endif
 }
 
 std::string Backend::step_summary() const {

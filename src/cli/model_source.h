@@ -69,6 +69,8 @@ class Backend {
   std::unique_ptr<engine::SessionBackend> session_backend();
   // One line on the GPU time of the calls so far (CUDA events), or "" on the CPU backend.
   std::string step_summary() const;
+  // Later forward calls on this backend route to `replay`'s experts (null: the router chooses).
+  void replay_routing(engine::RoutingReplay* replay);
 
  private:
   struct Gpu;

@@ -6,7 +6,9 @@
 #include <set>
 #include <vector>
 
+#include "frank/core/error.h"
 #include "frank/cuda/bandwidth_probe.cuh"
+#include "frank/cuda/bench_routing.h"
 #include "frank/cuda/cuda_model.h"
 #include "frank/cuda/op_profile.h"
 #include "frank/engine/decoder_layer.h"
@@ -84,10 +86,13 @@ double measure_read_bandwidth(cudaStream_t stream) {
 }
 
 void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
+  if (o.same_experts && !o.routing_from.empty())
+    throw Error("--same-experts and --routing-from both choose the experts: use one");
   if (o.split()) return run_split_decode_bench(o, out);
   model::ModelConfig config = model::v4_flash_config(o.layers);
   if (o.same_experts) std::fill(config.hash_routed.begin(), config.hash_routed.end(), true);
   const engine::Model model(config, model::skeleton_weights(config, o.seed));
+  BenchRouting routing(o.routing_from, config, o.tokens_per_step);
   CudaModel gpu(model, o.weights, o.seed);
   const cudaStream_t stream = gpu.stream();
   const int L = config.num_layers, T = o.tokens_per_step;
@@ -99,10 +104,11 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   std::vector<int32_t> ids;
   for (int t = 0; t < T; ++t) ids.push_back(o.same_experts ? 1000 : 1000 + 7919 * t);
   CudaOps plain(gpu.device_weights(), stream, at);
-  const CudaOps::Ids device_ids = plain.upload_ids(ids);
+  CudaOps::Ids device_ids = routing.upload(plain, ids);
   // One step at position ctx on `s`; `at_layer(l)` runs before layer l and (l = L) before the head.
   // A step rewrites the same state (position ctx) every time, so it can be replayed.
   auto step_on = [&](DeviceSession& s, CudaOps& ops, auto&& at_layer) {
+    ops.replay_routing(model.weights());  // the forced experts in device_ids, when replayed
     return engine::model_forward(ops, config, model.weights(), model.attention(), s.layers, o.ctx, device_ids, 0,
                                  static_cast<CudaOps::Array*>(nullptr), at_layer);
   };
@@ -119,16 +125,16 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
     CudaOps counting(gpu.device_weights(), stream, at, &per_layer[static_cast<size_t>(L)]);  // the embedding first
     step(counting, [&](int l) { counting.set_traffic(&per_layer[static_cast<size_t>(l)]); });
   }
-  // Routed experts: the distinct experts each layer's tokens chose, read once per step.
+  // Routed experts: the distinct experts each layer's tokens chose, read once per step (with a
+  // replayed trace: the mean over the timed steps, added after them).
   const double expert_bytes = 3.0 * config.moe_intermediate_size * config.hidden_size *
                               (o.weights == WeightType::BF16 ? 2.0 : 4.0);
-  std::vector<int> distinct(static_cast<size_t>(L));
-  for (int l = 0; l < L; ++l) {
+  std::vector<double> distinct(static_cast<size_t>(L));
+  for (int l = 0; l < L && !routing.replayed(); ++l) {
     std::vector<int32_t> chosen(static_cast<size_t>(session.layers[l].last_experts.numel()));
     session.layers[l].last_experts.copy_to_host(chosen.data());
     check(cudaStreamSynchronize(stream), "download routing");
-    distinct[l] = static_cast<int>(std::set<int32_t>(chosen.begin(), chosen.end()).size());
-    per_layer[l].weight_bytes += (distinct[l] + 1) * expert_bytes;  // + the shared expert
+    distinct[l] = static_cast<double>(std::set<int32_t>(chosen.begin(), chosen.end()).size());
   }
 
   // Capture one step as a CUDA graph, with an event before every layer and before the head.
@@ -154,11 +160,13 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   std::vector<double> step_us;
   std::vector<std::vector<double>> layer_us(static_cast<size_t>(L) + 1);
   for (int i = 0; i < o.steps + 3; ++i) {
+    const std::vector<int> replayed = routing.next_step(device_ids);  // before `begin`: not timed
     check(cudaEventRecord(begin, stream), "event");
     check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
     check(cudaEventRecord(end, stream), "event");
     check(cudaEventSynchronize(end), "cudaEventSynchronize");
     if (i < 3) continue;
+    for (size_t l = 0; l < replayed.size(); ++l) distinct[l] += static_cast<double>(replayed[l]) / o.steps;
     float ms = 0;
     check(cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
     step_us.push_back(ms * 1e3);
@@ -167,6 +175,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
       layer_us[l].push_back(ms * 1e3);
     }
   }
+  for (int l = 0; l < L; ++l) per_layer[l].weight_bytes += (distinct[l] + 1) * expert_bytes;  // + the shared expert
   const double bandwidth = measure_read_bandwidth(stream);
 
   cudaDeviceProp prop{};
@@ -177,6 +186,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
                      L, o.ctx, T, o.same_experts ? " (all tokens route alike)" : "");
   out << fmt::format("K=V rows stored as {} ({} B per row)\n\n", engine::kv_format_name(o.kv),
                      session.layers.front().kv.row_bytes);
+  out << routing.describe() << "\n\n";
   out << fmt::format("GPU: {}; weights {} ({:.1f} GB resident); read bandwidth measured now: {:.0f} GB/s "
                      "(4 GiB read, median of 20)\n\n",
                      prop.name, o.weights == WeightType::BF16 ? "bf16" : "fp32", gpu.weight_bytes() / 1e9,
@@ -192,7 +202,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
     const double rate = bytes / (s.median * 1e-6);
     out << fmt::format("| {} | {} | {} | {:.1f} | {:.1f}-{:.1f} | {:.1f} | {:.2f} | {:.0f} | {:.0f}% |\n",
                        l < L ? std::to_string(l) : "head", l < L ? kind_name(config.attention[l]) : "embed+head",
-                       l < L ? std::to_string(distinct[l]) + "+1" : "-", s.median, s.p10, s.p90,
+                       l < L ? fmt::format("{:.3g}+1", distinct[l]) : "-", s.median, s.p10, s.p90,
                        t.weight_bytes / 1e6, t.state_bytes / 1e6, rate / 1e9, 100.0 * rate / bandwidth);
   }
   const Spread s = spread(step_us);

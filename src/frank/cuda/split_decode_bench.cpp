@@ -15,6 +15,7 @@
 
 #include "frank/core/splitmix64.h"
 #include "frank/core/thread_pool.h"
+#include "frank/cuda/bench_routing.h"
 #include "frank/cuda/cuda_model.h"
 #include "frank/cuda/decode_bench.h"
 #include "frank/engine/decoder_layer.h"
@@ -78,6 +79,7 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   const double fp4_expert_bytes = 3.0 * (static_cast<double>(I * D) / 2 + static_cast<double>(I * D) / 32);
 
   const engine::Model model(config, std::move(weights));
+  BenchRouting routing(o.routing_from, config, T);
   CudaModel gpu(model, o.weights, o.seed);
   gpu.device_weights().set_cpu_experts(
       std::make_unique<CpuExperts>(model.config(), model.weights(), homes, o.cpu_expert_threads));
@@ -90,8 +92,9 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   std::vector<int32_t> ids;
   for (int t = 0; t < T; ++t) ids.push_back(o.same_experts ? 1000 : 1000 + 7919 * t);
   CudaOps ops(gpu.device_weights(), stream, at);
-  const CudaOps::Ids device_ids = ops.upload_ids(ids);
+  CudaOps::Ids device_ids = routing.upload(ops, ids);
   auto step = [&](CudaOps& with) {
+    with.replay_routing(model.weights());  // the forced experts in device_ids, when replayed
     return engine::model_forward(with, config, model.weights(), model.attention(), session.layers, o.ctx, device_ids,
                                  0, static_cast<CudaOps::Array*>(nullptr));
   };
@@ -118,6 +121,7 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   check(cudaEventCreate(&end), "cudaEventCreate");
   std::vector<double> step_us, host_us, compute_us, wait_us, share_us, cpu_count, gpu_count, bound_us;
   for (int i = 0; i < o.steps + 3; ++i) {
+    routing.next_step(device_ids);  // before the step's timing starts
     const auto host_start = std::chrono::steady_clock::now();
     check(cudaEventRecord(begin, stream), "event");
     step(ops);
@@ -171,6 +175,7 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   out << fmt::format("GPU: {}, read bandwidth measured now {:.0f} GB/s (4 GiB, median of 20). Host: {} threads "
                      "pinned, read bandwidth measured now {:.1f} GB/s (4 GiB, {} threads, median of 10).\n\n",
                      prop.name, gpu_bw / 1e9, threads, host_bw / 1e9, threads);
+  out << routing.describe() << "\n\n";
   out << "Steps with CPU experts are issued eagerly (the host computes the CPU's experts between the GPU's kernels; "
          "no CUDA graph).\n\n";
   out << "| per step | median | p10-p90 |\n|---|---|---|\n";
