@@ -39,12 +39,16 @@ RoutingTrace empty_trace(const model::ModelConfig& c) {
 // (distinct for E = 8, top-2): an arbitrary pattern no router of random weights would produce.
 int32_t pattern(int64_t token, int layer, int j, int E) { return static_cast<int32_t>((3 * token + layer + 5 * j) % E); }
 
-// A trace of steps of the given token counts following `pattern`, tokens numbered across steps.
-RoutingTrace pattern_trace(const model::ModelConfig& c, const std::vector<int>& step_tokens) {
+// A trace of steps of the given token counts following `pattern`, tokens numbered across steps;
+// steps of `kinds[i]` (decode where not given).
+RoutingTrace pattern_trace(const model::ModelConfig& c, const std::vector<int>& step_tokens,
+                           const std::vector<StepKind>& kinds = {}) {
   RoutingTrace t = empty_trace(c);
   int64_t token = 0;
-  for (const int n : step_tokens) {
-    RoutingStep step{StepKind::Decode, std::vector<std::vector<uint16_t>>(static_cast<size_t>(c.num_layers))};
+  for (size_t s = 0; s < step_tokens.size(); ++s) {
+    const int n = step_tokens[s];
+    RoutingStep step{s < kinds.size() ? kinds[s] : StepKind::Decode,
+                     std::vector<std::vector<uint16_t>>(static_cast<size_t>(c.num_layers))};
     for (int i = 0; i < n; ++i, ++token)
       for (int l = 0; l < c.num_layers; ++l)
         for (int j = 0; j < c.experts_per_token; ++j)
@@ -81,9 +85,31 @@ TEST(RoutingReplay, RefusesATraceWithoutTokensOrWithRaggedSteps) {
   const model::ModelConfig c = model::synthetic_config("tiny");
   expect_refused(empty_trace(c), c, "it routes no tokens");
   expect_refused(pattern_trace(c, {0, 0}), c, "it routes no tokens");
+  try {
+    RoutingReplay replay(pattern_trace(c, {3}, {StepKind::Prefill}), c, ReplayedSteps::Generation);
+    FAIL() << "a trace of prefill steps only has no generation tokens to replay";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("it routes no tokens in decode or verify steps"));
+  }
   RoutingTrace ragged = pattern_trace(c, {1, 2});
   ragged.steps[1].layers[4].resize(2);  // one token where the other layers have two
   expect_refused(ragged, c, "step 1: layer 4 routes 1 tokens, layer 0 2");
+}
+
+TEST(RoutingReplay, GenerationStepsOnlySkipsPrefillChunks) {
+  const model::ModelConfig c = model::synthetic_config("tiny");
+  // Trace tokens 0-2 prefill, 3 decode, 4-5 verify, 6-7 prefill, 8 decode: 3, 4, 5, 8 are replayed.
+  RoutingReplay replay(pattern_trace(c, {3, 1, 2, 2, 1},
+                                     {StepKind::Prefill, StepKind::Decode, StepKind::Verify, StepKind::Prefill,
+                                      StepKind::Decode}),
+                       c, ReplayedSteps::Generation);
+  EXPECT_EQ(replay.trace_tokens(), 4);
+  const ForcedRouting f = replay.take(5);
+  const std::vector<int64_t> want = {3, 4, 5, 8, 3};
+  for (int l = 0; l < c.num_layers; ++l)
+    for (size_t t = 0; t < want.size(); ++t)
+      for (int j = 0; j < c.experts_per_token; ++j)
+        EXPECT_EQ(f.layer(l)[t * c.experts_per_token + j], pattern(want[t], l, j, c.n_routed_experts));
 }
 
 TEST(RoutingReplay, CallsTakeTheTracesTokensInOrderAndWrapAround) {

@@ -22,7 +22,9 @@ std::vector<int> distinct_per_layer(const engine::ForcedRouting& f, int layers) 
 
 BenchRouting::BenchRouting(const std::string& trace, const model::ModelConfig& config, int tokens_per_step)
     : layers_(config.num_layers), tokens_per_step_(tokens_per_step) {
-  if (!trace.empty()) replay_.emplace(engine::RoutingReplay::from_file(trace, config));
+  // The bench times decode and verify steps: it replays the trace's generation steps.
+  if (!trace.empty())
+    replay_.emplace(engine::RoutingReplay::from_file(trace, config, engine::ReplayedSteps::Generation));
 }
 
 CudaOps::Ids BenchRouting::upload(const CudaOps& ops, const std::vector<int32_t>& ids) {
@@ -43,8 +45,8 @@ std::vector<int> BenchRouting::next_step(CudaOps::Ids& ids) {
 
 std::string BenchRouting::describe() const {
   if (!replay_) return "Routing: the router's own choice (random weights: close to uniform over the experts).";
-  return fmt::format("Routing: replayed from the trace '{}' ({} tokens, cycled; {} steps of {} token(s) taken): the "
-                     "trace's experts, weighted by the router's scores.",
+  return fmt::format("Routing: replayed from the trace '{}' (the {} tokens of its decode and verify steps, cycled; "
+                     "{} steps of {} token(s) taken): the trace's experts, weighted by the router's scores.",
                      replay_->source(), replay_->trace_tokens(), steps_taken_, tokens_per_step_);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Routing replay in `frank bench decode` (--routing-from TRACE; engine/routing_replay.h): every
-// timed step routes its tokens to the next tokens' experts of the trace, uploaded into the step's
+// timed step routes its tokens to the next tokens' experts of the trace's generation (decode and
+// verify) steps, uploaded into the step's
 // Ids before the step is issued (or its graph replayed), so the step itself never waits on the host.
 #include <optional>
 #include <string>

@@ -12,7 +12,7 @@ int moe_layer(const model::ModelWeights& weights, const model::MoeWeights& moe) 
   return -1;
 }
 
-RoutingReplay::RoutingReplay(const experts::RoutingTrace& trace, const model::ModelConfig& c)
+RoutingReplay::RoutingReplay(const experts::RoutingTrace& trace, const model::ModelConfig& c, ReplayedSteps steps)
     : source_(trace.source), layers_(c.num_layers), top_k_(c.experts_per_token) {
   const experts::TraceHeader& h = trace.header;
   const auto refuse = [&](const std::string& what) {
@@ -27,6 +27,7 @@ RoutingReplay::RoutingReplay(const experts::RoutingTrace& trace, const model::Mo
                              c.num_layers, c.n_routed_experts, c.experts_per_token));
   ids_.resize(layers_);
   for (size_t s = 0; s < trace.steps.size(); ++s) {
+    if (steps == ReplayedSteps::Generation && trace.steps[s].kind == experts::StepKind::Prefill) continue;
     const auto& step = trace.steps[s].layers;
     if (step.size() != static_cast<size_t>(layers_))
       throw refuse(fmt::format("step {} has {} layers, the header {}", s, step.size(), layers_));
@@ -38,11 +39,14 @@ RoutingReplay::RoutingReplay(const experts::RoutingTrace& trace, const model::Mo
     }
   }
   tokens_ = static_cast<int64_t>(ids_[0].size()) / top_k_;
-  if (tokens_ == 0) throw refuse("it routes no tokens");
+  if (tokens_ == 0)
+    throw refuse(steps == ReplayedSteps::Generation ? "it routes no tokens in decode or verify steps"
+                                                     : "it routes no tokens");
 }
 
-RoutingReplay RoutingReplay::from_file(const std::string& path, const model::ModelConfig& config) {
-  return RoutingReplay(experts::read_trace(path), config);
+RoutingReplay RoutingReplay::from_file(const std::string& path, const model::ModelConfig& config,
+                                       ReplayedSteps steps) {
+  return RoutingReplay(experts::read_trace(path), config, steps);
 }
 
 ForcedRouting RoutingReplay::take(int64_t n) {

@@ -6,8 +6,8 @@
 // the chosen experts' weights are their scores normalised to sum 1 (engine::route's rule for
 // any set of experts), so the rest of the step computes as usual.
 //
-// The trace is read as one stream of tokens (its steps' tokens in order); each forward call of n
-// tokens takes the next n, wrapping around at the end. This covers every layer of the model
+// The trace is read as one stream of tokens (its steps' tokens in order, or only its generation
+// steps'); each forward call of n tokens takes the next n, wrapping around at the end. This covers every layer of the model
 // (hash-routed layers too); the MTP block's MoE, which the trace has no layer for, routes as usual.
 #include <cstdint>
 #include <string>
@@ -32,12 +32,19 @@ struct ForcedRouting {
 // The index of the model layer whose MoE weights are `moe`, or -1 (the MTP block's).
 int moe_layer(const model::ModelWeights& weights, const model::MoeWeights& moe);
 
+// Which of the trace's steps are replayed: all, or only generation steps (decode and verify; what
+// a decode benchmark times, whose routing differs from prefill chunks').
+enum class ReplayedSteps { All, Generation };
+
 class RoutingReplay {
  public:
   // Throws frank::Error when the trace's layer count, expert count or top-k differ from the
-  // model's, when it has no tokens, or when a step's layers disagree on its token count.
-  RoutingReplay(const experts::RoutingTrace& trace, const model::ModelConfig& config);
-  static RoutingReplay from_file(const std::string& path, const model::ModelConfig& config);
+  // model's, when its replayed steps have no tokens, or when a step's layers disagree on its token
+  // count.
+  RoutingReplay(const experts::RoutingTrace& trace, const model::ModelConfig& config,
+                ReplayedSteps steps = ReplayedSteps::All);
+  static RoutingReplay from_file(const std::string& path, const model::ModelConfig& config,
+                                 ReplayedSteps steps = ReplayedSteps::All);
 
   const std::string& source() const { return source_; }  // the trace file
   int64_t trace_tokens() const { return tokens_; }
