@@ -64,7 +64,7 @@ std::vector<engine::Draft> CudaMtpDrafter::propose(std::span<const int32_t> toke
   const int64_t n = last_slot - state_.position + 1;
   DeviceArray<float> h = rows_of(streams_, state_.position - streams_first_, n, stream);
   const std::span<const int32_t> next = tokens.subspan(static_cast<size_t>(state_.position + 1), static_cast<size_t>(n));
-  CudaOps::Ids caught_up{{next.begin(), next.end()}, DeviceArray<int32_t>({n}, stream)};
+  CudaOps::Ids caught_up{{next.begin(), next.end()}, DeviceArray<int32_t>({n}, stream), {}};
   caught_up.device.copy_from_host(caught_up.host.data());
   DeviceArray<float> logits = block_.forward(state_, h, caught_up);
 
@@ -76,7 +76,7 @@ std::vector<engine::Draft> CudaMtpDrafter::propose(std::span<const int32_t> toke
   DeviceArray<float> last = rows_of(h, n - 1, 1, stream);
   check(argmax_rows(logits.data() + (n - 1) * vocab, 1, vocab, drafts.data(), stream), "MTP drafter (argmax)");
   for (int i = 1; i < k; ++i) {
-    CudaOps::Ids previous{{}, DeviceArray<int32_t>({1}, stream)};  // chosen on the device: no host copy
+    CudaOps::Ids previous{{}, DeviceArray<int32_t>({1}, stream), {}};  // chosen on the device: no host copy
     check(cudaMemcpyAsync(previous.device.data(), drafts.data() + (i - 1), sizeof(int32_t), cudaMemcpyDeviceToDevice,
                           stream),
           "MTP drafter (chain)");
