@@ -73,7 +73,7 @@ TEST(CudaMtp, BlockMatchesTheCpuBlock) {
       cuda::DeviceArray<float> x({m, h.cols()}, gpu.stream());
       x.copy_from_host(h.data.data());
       const std::span<const int32_t> tokens = next.subspan(static_cast<size_t>(t), static_cast<size_t>(m));
-      cuda::CudaOps::Ids device_ids{{tokens.begin(), tokens.end()}, cuda::DeviceArray<int32_t>({m}, gpu.stream())};
+      cuda::CudaOps::Ids device_ids{{tokens.begin(), tokens.end()}, cuda::DeviceArray<int32_t>({m}, gpu.stream()), {}};
       device_ids.device.copy_from_host(device_ids.host.data());
       append(logits, download(block.forward(state, x, device_ids)));
       append(streams, download(x));
