@@ -56,14 +56,18 @@ Model::Model(model::ModelConfig config, model::ModelWeights weights)
   fingerprint_ = fingerprint_of(config_, weights_);
 }
 
-void Model::check_call(int64_t position, std::span<const int32_t> ids) const {
+void check_call(const model::CommonConfig& c, int64_t position, std::span<const int32_t> ids) {
   for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= config_.vocab_size)
+    if (ids[i] < 0 || ids[i] >= c.vocab_size)
       throw Error(fmt::format("token id {} (at index {}) is outside the vocabulary [0, {})", ids[i], i,
-                              config_.vocab_size));
-  if (position + static_cast<int64_t>(ids.size()) > config_.max_position_embeddings)
+                              c.vocab_size));
+  if (position + static_cast<int64_t>(ids.size()) > c.max_position_embeddings)
     throw Error(fmt::format("sequence of {} tokens exceeds max_position_embeddings ({})",
-                            position + static_cast<int64_t>(ids.size()), config_.max_position_embeddings));
+                            position + static_cast<int64_t>(ids.size()), c.max_position_embeddings));
+}
+
+void Model::check_call(int64_t position, std::span<const int32_t> ids) const {
+  engine::check_call(config_, position, ids);
 }
 
 Tensor Model::forward(Session& session, std::span<const int32_t> ids, Logits logits, Tensor* streams_out) const {

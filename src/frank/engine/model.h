@@ -19,6 +19,11 @@
 
 namespace frank::engine {
 
+// Throws frank::Error for ids outside the vocabulary or a call that would pass
+// max_position_embeddings from `position`: the check every model (V4, V4.1) and backend makes
+// before a forward call.
+void check_call(const model::CommonConfig& c, int64_t position, std::span<const int32_t> ids);
+
 class Model {
  public:
   Model(model::ModelConfig config, model::ModelWeights weights);

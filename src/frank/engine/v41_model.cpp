@@ -1,7 +1,5 @@
 #include "frank/engine/v41_model.h"
 
-#include <fmt/format.h>
-
 #include "frank/core/error.h"
 #include "frank/cpu/ops.h"
 #include "frank/engine/cpu_ops.h"
@@ -18,13 +16,7 @@ V41Model::V41Model(model::LoadedV41Model loaded)
       ropes_{RopeTable(config_.rope_main, config_.rope_dim), RopeTable(config_.rope_compress, config_.rope_dim)} {}
 
 void V41Model::check_call(int64_t position, std::span<const int32_t> ids) const {
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= config_.vocab_size)
-      throw Error(fmt::format("token id {} (at index {}) is outside the vocabulary [0, {})", ids[i], i,
-                              config_.vocab_size));
-  if (position + static_cast<int64_t>(ids.size()) > config_.max_position_embeddings)
-    throw Error(fmt::format("sequence of {} tokens exceeds max_position_embeddings ({})",
-                            position + static_cast<int64_t>(ids.size()), config_.max_position_embeddings));
+  engine::check_call(config_, position, ids);
 }
 
 Tensor V41Model::forward(V41Session& session, std::span<const int32_t> ids, Model::Logits logits) const {
