@@ -3,15 +3,24 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "../unit/safetensors_test_util.h"
 
 namespace frank::test {
+
+// The first n ids as `--ids` takes them: comma-separated.
+inline std::string join_ids(const std::vector<int32_t>& ids, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
 
 struct FrankRun {
   int exit_code = 0;

@@ -17,12 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string join_ids(const std::vector<int32_t>& ids, size_t n) {
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
-}
-
 TEST(Cli, LogitsContractIncremental) {
   const Fixture f = load_fixture(fixture_root() / "tiny-v4");
   TempDir tmp;

@@ -15,12 +15,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string join_ids(const std::vector<int32_t>& ids, size_t n) {
-  std::string s;
-  for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
-}
-
 // The fixtures ship the Engram hash data in reference.safetensors.
 std::string v41_model_args(const Fixture& f) {
   return fmt::format("--model {} --engram-data {}", f.dir.string(), (f.dir / "reference.safetensors").string());
