@@ -176,8 +176,8 @@ struct AttendCase {
 
 // Runs the case's chunks in order through attend (then window_store, as a layer does) with K=V rows
 // stored in format f, and compares every output with attend_with_sink over the key list the
-// contract defines, the keys being the CPU encoder's records decoded: the same values the kernel
-// must dequantise, so the tolerance is fp32 accumulation's whatever the format.
+// contract defines, the keys being the CPU encoder's records decoded (the same values the kernel
+// must dequantise, so the tolerance is fp32 accumulation's whatever the format), then RoPE undone.
 int check_attend(std::mt19937_64& rng, const AttendCase& c, KvFormat f) {
   const int H = c.H, hd = c.hd, W = c.W;
   const KvRowLayout l = kv_row_layout(f, hd, c.rope_dims);
@@ -199,12 +199,15 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c, KvFormat f) {
   const auto entry_keys = cpu_decoded(entries, l);
   const auto sinks = random_vector(rng, H, -2.f, 4.f);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const frank::engine::RopeTable rope(frank::model::RopeSpec{10000.0}, c.rope_dims);
+  const int pairs = c.rope_dims / 2;
 
   DeviceBuffer<uint8_t> d_ring(ring.size()), d_entries(entries.size());
-  DeviceBuffer<float> d_sinks(H);
+  DeviceBuffer<float> d_sinks(H), d_inv_freq(pairs);
   put(d_ring, ring);
   put(d_entries, entries);
   put(d_sinks, sinks);
+  put(d_inv_freq, rope.inv_freq());
 
   double err = 0.0;
   int64_t start = c.first;
@@ -240,8 +243,8 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c, KvFormat f) {
     if (!selected.empty()) put(d_sel, selected);
     const int64_t* at = position.at(start);
     CUDA_OK(frank::cuda::attend(d_q.get(), n, H, l, d_ring.get(), W, d_chunk_rows.get(), at, d_entries.get(), c.ratio,
-                                c.k_sel > 0 ? d_sel.get() : nullptr, c.k_sel, d_sinks.get(), scale, d_out.get(),
-                                d_scratch.get(), nullptr));
+                                c.k_sel > 0 ? d_sel.get() : nullptr, c.k_sel, d_sinks.get(), scale,
+                                d_inv_freq.get(), pairs, d_out.get(), d_scratch.get(), nullptr));
     CUDA_OK(frank::cuda::window_store(d_ring.get(), W, l, d_kv.get(), n, at, nullptr));
     const auto got = get(d_out.get(), q.size());
 
@@ -258,6 +261,7 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c, KvFormat f) {
       for (int h = 0; h < H; ++h) {
         const size_t row = (static_cast<size_t>(t) * H + h) * hd;
         frank::engine::attend_with_sink(q.data() + row, keys, sinks[h], hd, scale, want.data() + row);
+        rope.apply(want.data() + row, hd, pos, /*inverse=*/true);
       }
     }
     err = std::max(err, max_scaled_error(got, want));
@@ -430,10 +434,14 @@ int check_bad_arguments() {
   bool ok = frank::cuda::window_store(u, 0, l8, p, 1, at, nullptr) == bad;                              // W = 0
   ok &= frank::cuda::window_store(u, 8, l8, p, 1, nullptr, nullptr) == bad;                             // no position
   ok &= frank::cuda::kv_encode(p, 1, l6, u, nullptr) == bad;                                            // dim % 4
-  ok &= frank::cuda::attend(p, 1, 1, l516, u, 4, u, at, u, 0, nullptr, 0, p, 1.f, p, p, nullptr) == bad;  // hd > 512
-  ok &= frank::cuda::attend(p, 1, 1, l6, u, 4, u, at, u, 0, nullptr, 0, p, 1.f, p, p, nullptr) == bad;    // hd % 4
+  const auto attend_one = [&](const KvRowLayout& l, int pairs) {
+    return frank::cuda::attend(p, 1, 1, l, u, 4, u, at, u, 0, nullptr, 0, p, 1.f, p, pairs, p, p, nullptr);
+  };
+  ok &= attend_one(l516, 0) == bad;  // hd > 512
+  ok &= attend_one(l6, 0) == bad;    // hd % 4
+  ok &= attend_one(l8, 1) == bad;    // a RoPE pair split over two float4s
   // A decode token of 64 heads takes several splits, which need scratch.
-  ok &= frank::cuda::attend(p, 1, 64, l512, u, 128, u, at, u, 0, nullptr, 0, p, 1.f, p, nullptr, nullptr) == bad;
+  ok &= frank::cuda::attend(p, 1, 64, l512, u, 128, u, at, u, 0, nullptr, 0, p, 1.f, p, 32, p, nullptr, nullptr) == bad;
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 0, 8, true, p, p, 1e-6f, p, 2, l8, nullptr) == bad;  // ratio 0
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 4, 8, true, p, p, 1e-6f, p, 5, l8, nullptr) == bad;  // 2*pairs > dim
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 4, 8, true, p, p, 1e-6f, p, 1, l8, nullptr) == bad;  // layout's RoPE dims

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -155,6 +156,44 @@ int check_linear(Random& rng, cuda::WeightType wt, int groups, int64_t in, int64
   return failures;
 }
 
+// linears: several random weights of type wt ([outs[s], in]) on one x in one launch; output s must
+// be cpu::linear of its weight (bf16: of the rounded values).
+int check_linears(Random& rng, cuda::WeightType wt, int64_t in, const std::vector<int64_t>& outs, int n) {
+  const bool bf16 = wt == cuda::WeightType::BF16;
+  const std::vector<float> x = rng.vec(static_cast<size_t>(n * in), -1.0f, 1.0f);
+  DeviceBuffer<float> d_x(x.size());
+  upload(d_x, x);
+  std::deque<DeviceBuffer<uint16_t>> d_w16;  // a deque: buffers do not move (nor copy)
+  std::deque<DeviceBuffer<float>> d_w32, d_y;
+  std::vector<Tensor> ws;
+  std::vector<cuda::LinearOutput> outputs;
+  for (const int64_t out : outs) {
+    Tensor& w = ws.emplace_back(std::vector<int64_t>{out, in}, rng.vec(static_cast<size_t>(out * in), -1.0f, 1.0f));
+    const void* dw;
+    if (bf16) {
+      std::vector<uint16_t> bits(w.data.size());
+      for (size_t i = 0; i < bits.size(); ++i) w.data[i] = frank::bf16_to_f32(bits[i] = to_bf16(w.data[i]));
+      upload(d_w16.emplace_back(bits.size()), bits);
+      dw = d_w16.back().get();
+    } else {
+      upload(d_w32.emplace_back(w.data.size()), w.data);
+      dw = d_w32.back().get();
+    }
+    poison(d_y.emplace_back(static_cast<size_t>(n * out)));
+    outputs.push_back({dw, out, d_y.back().get(), out});
+  }
+  finish(cuda::linears(d_x.get(), in, n, in, wt, outputs.data(), static_cast<int>(outputs.size()), nullptr));
+  double err = 0.0;
+  for (size_t s = 0; s < outs.size(); ++s) {
+    std::vector<float> want(static_cast<size_t>(n * outs[s]));
+    frank::cpu::linear(x.data(), n, ws[s], want.data());
+    err = std::max(err, max_scaled_error(download(d_y[s]), want));
+  }
+  const long long columns = in;
+  return report("linears", format("%s %zu outputs of %lld n=%d", type_name(wt), outs.size(), columns, n).c_str(), err,
+                kTol);
+}
+
 // Shapes pick the kernel's paths: `in` split in 8 parts (4096 -> 512 or 1024), 4 (8192 -> 4096),
 // 2 (1024 -> 8192), 1 (1024 -> 32768); 1032 -> 293 has a short last part (bf16: 2 parts) or an
 // empty one (fp32: 4), a last warp with rows past the end and (bf16) a last block with idle warps.
@@ -189,6 +228,14 @@ int check_linear_all(Random& rng) {
                              {{1, 120, 0, 36, 0}, {5, 128, 8, 40, 4}, {13, 120, 0, 36, 0}, {2, 125, 1, 36, 0}});
     failures += check_linear(rng, wt, 2, 37, 5, {{3, 80, 3, 11, 1}, {9, 74, 0, 10, 0}});
   }
+  // A CSA layer's projections of its input (q_a, kv, the compressor's kv and gate, the indexer's
+  // kv, gate and head weights), a sliding layer's two, and odd rows on the scalar path.
+  for (cuda::WeightType wt : {cuda::WeightType::F32, cuda::WeightType::BF16})
+    for (int n : {1, 3, 8, 13}) {
+      failures += check_linears(rng, wt, 4096, {1024, 512, 1024, 1024, 256, 256, 64}, n);
+      failures += check_linears(rng, wt, 4096, {1024, 512}, n);
+      failures += check_linears(rng, wt, 37, {19, 5, 33}, n);
+    }
   // The head: vocab x hidden (bf16 only: 1 GB of weights).
   failures +=
       check_linear(rng, cuda::WeightType::BF16, 1, 4096, 129280, {{1, 4096, 0, 129280, 0}, {3, 4096, 0, 129280, 0}});

@@ -21,6 +21,7 @@
 #include "frank/cuda/kv_rows.cuh"
 #include "frank/cuda/launch.cuh"
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/rope_pair.cuh"
 #include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
@@ -91,7 +92,9 @@ struct AttendArgs {
   int k_sel;
   const float* sinks;
   float scale;
-  float* out;       // [n, H*hd]
+  const float* inv_freq;  // pairs of them: out's RoPE is undone on its last 2 * pairs dims
+  int pairs;
+  float* out;  // [n, H*hd]
   int splits;
   float* part_acc;  // splits > 1: [(t*H + h)*splits + s][hd]
   float* part_ml;   // splits > 1: [(t*H + h)*splits + s][2]: m, l
@@ -154,8 +157,18 @@ __device__ float4 merge_states(const States& st, int count, int c, bool with_sin
 }
 
 // Writes acc / l to out (the final merge).
-__device__ void store_normalised(float* out, int c, float4 acc, float l) {
-  reinterpret_cast<float4*>(out)[c] = make_float4(acc.x / l, acc.y / l, acc.z / l, acc.w / l);
+// Column c (a float4) of head row th = t*H + h of the output: acc / l, with the keys' RoPE undone
+// at the token's position when the layout's last 2*pairs dims are rotated (a float4 holds two
+// whole pairs: the rotated dims start at a multiple of 4).
+__device__ void store_normalised(const AttendArgs& a, int64_t th, int c, float4 acc, float l) {
+  float4 v = make_float4(acc.x / l, acc.y / l, acc.z / l, acc.w / l);
+  const int first_pair = (a.hd - 2 * a.pairs) / 2, i = 2 * c - first_pair;
+  if (i >= 0) {
+    const int64_t position = *a.start_at + th / a.H;
+    rotate_pair(v.x, v.y, a.inv_freq[i], position, true);
+    rotate_pair(v.z, v.w, a.inv_freq[i + 1], position, true);
+  }
+  reinterpret_cast<float4*>(a.out + th * a.hd)[c] = v;
 }
 
 template <int G>
@@ -255,7 +268,7 @@ __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
     const float4 v = merge_states<kWarps>(WarpStates<G>{s_m, s_l, s_acc, g}, kWarps, c, whole, a.sinks[h], mx, sum);
     const int64_t th = static_cast<int64_t>(t) * a.H + h;
     if (whole) {
-      store_normalised(a.out + th * a.hd, c, v, sum);
+      store_normalised(a, th, c, v, sum);
     } else {
       const int64_t part = th * a.splits + s;
       reinterpret_cast<float4*>(a.part_acc + part * a.hd)[c] = v;
@@ -283,7 +296,7 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(AttendArgs a) {
   for (int c = threadIdx.x; c < hd4; c += blockDim.x) {
     float mx, sum;
     const float4 v = merge_states<kMaxSplits>(st, a.splits, c, true, a.sinks[h], mx, sum);
-    store_normalised(a.out + th * a.hd, c, v, sum);
+    store_normalised(a, th, c, v, sum);
   }
 }
 
@@ -327,14 +340,16 @@ int64_t attend_scratch_floats(int n, int H, int hd) {
 
 cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
                    const uint8_t* chunk_rows, const int64_t* start, const uint8_t* entries, int compress_ratio,
-                   const int32_t* selected, int k_sel, const float* sinks, float scale, float* out, float* scratch,
-                   cudaStream_t stream) {
+                   const int32_t* selected, int k_sel, const float* sinks, float scale, const float* inv_freq,
+                   int pairs, float* out, float* scratch, cudaStream_t stream) {
   if (!q || !ring || !chunk_rows || !start || !sinks || !out || n < 0 || H < 1 || W < 1 || compress_ratio < 0)
     return cudaErrorInvalidValue;
   // Whole float4s per head row, at most kMaxHeadDim; rows 16-byte aligned at their start.
   if (!servable(layout) || !aligned16(q) || !aligned16(out) || !aligned16(ring) || !aligned16(chunk_rows))
     return cudaErrorInvalidValue;
   const int hd = layout.dim;
+  if (pairs < 0 || (pairs > 0 && !inv_freq) || 2 * pairs > hd || (hd - 2 * pairs) % 4 != 0)
+    return cudaErrorInvalidValue;
   if (compress_ratio > 0 && (!entries || !aligned16(entries) || (selected && k_sel < 0))) return cudaErrorInvalidValue;
   if (static_cast<int64_t>(n) * H * kMaxSplits > INT32_MAX) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
@@ -344,8 +359,8 @@ cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, cons
   const int splits = max_splits(n, H);
   if (splits > 1 && (!scratch || !aligned16(scratch))) return cudaErrorInvalidValue;
   const int64_t parts = int64_t{n} * H * splits;
-  const AttendArgs a{q,     H,        hd,    layout, ring,   W,      chunk_rows, start,
-                     entries, compress_ratio, selected, k_sel, sinks, scale, out,        splits,
+  const AttendArgs a{q,     H,     hd,       layout,   ring,     W,   chunk_rows, start,  entries,
+                     compress_ratio, selected, k_sel, sinks, scale, inv_freq, pairs, out,   splits,
                      scratch, splits > 1 ? scratch + parts * hd : nullptr};
   const int G = heads_per_warp(H);
   const dim3 grid(static_cast<unsigned>(parts / G));

@@ -133,6 +133,32 @@ CudaOps::Array CudaOps::linear(const Array& x, const LinearWeight& w) const {
   return y;
 }
 
+std::vector<CudaOps::Array> CudaOps::linears(const Array& x, std::span<const LinearWeight* const> ws) const {
+  const ScopedOp timed(profile_, profile_ ? fmt::format("linears x{}", ws.size()) : "", stream_);
+  std::vector<Array> ys;
+  std::vector<LinearOutput> outputs;
+  std::vector<const DeviceWeights::Linear*> ls;
+  for (const LinearWeight* w : ws) ls.push_back(&w_.linear(*w));
+  const bool one_launch = ws.size() <= kMaxLinearOutputs &&
+                          std::all_of(ls.begin(), ls.end(), [&](auto* l) { return l->type == ls.front()->type; });
+  for (const DeviceWeights::Linear* l : ls) {
+    if (x.cols() != l->cols)
+      throw Error(fmt::format("CUDA linears: input of {} columns for a weight of {}", x.cols(), l->cols));
+    if (!one_launch) {
+      ys.push_back(linear(x, *ws[ys.size()]));
+      continue;
+    }
+    ys.emplace_back(std::vector<int64_t>{x.rows(), l->rows}, stream_);
+    outputs.push_back({l->data, l->rows, ys.back().data(), l->rows});
+    count(static_cast<double>(l->rows * l->cols * static_cast<int64_t>(l->element_bytes())), 0);
+  }
+  if (one_launch && !ls.empty())
+    check(cuda::linears(x.data(), x.cols(), static_cast<int>(x.rows()), x.cols(), ls.front()->type, outputs.data(),
+                        static_cast<int>(outputs.size()), stream_),
+          "linears");
+  return ys;
+}
+
 CudaOps::Array CudaOps::linear_per_stream(const Array& x, const LinearWeight& w, int N) const {
   const ScopedOp timed(profile_, "linear_per_stream", stream_);
   const DeviceWeights::Linear& l = w_.linear(w);
@@ -326,7 +352,8 @@ CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, const LayerState
                      position_.device, ratio > 0 ? state.compressor.entries.data() : nullptr, ratio,
                      selected != nullptr ? selected->data() : nullptr,
                      selected != nullptr ? static_cast<int>(selected->cols()) : 0, w_.tensor(a.weights().sinks), scale,
-                     out.data(), scratch.data(), stream_),
+                     w_.inv_freq(a.rope()), static_cast<int>(a.rope().inv_freq().size()), out.data(), scratch.data(),
+                     stream_),
         "attend");
   return out;
 }

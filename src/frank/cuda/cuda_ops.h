@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -120,6 +121,8 @@ class CudaOps {
   // The ops below take the host's `start` as the shared model code passes it; their kernels read
   // the position from StepPosition::device instead (the same value, unless a graph is replayed).
   Array linear(const Array& x, const LinearWeight& w) const;
+  // One launch for up to kMaxLinearOutputs weights of one type (cuda::linears), else one each.
+  std::vector<Array> linears(const Array& x, std::span<const LinearWeight* const> ws) const;
   Array linear_per_stream(const Array& x, const LinearWeight& w, int N) const;
   void add_to_streams(Array& streams, const Array& x, int N) const;
   Array grouped_linear(const Array& x, const LinearWeight& w, int groups) const;

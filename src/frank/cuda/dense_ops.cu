@@ -15,6 +15,7 @@
 
 #include "frank/cuda/ops.cuh"
 #include "frank/cuda/launch.cuh"
+#include "frank/cuda/rope_pair.cuh"
 #include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
@@ -83,16 +84,21 @@ struct Chunk<uint16_t, 8> {
   }
 };
 
-// out = groups * group_rows rows of `in` weights; row o belongs to group o / group_rows, which
-// reads x columns (o / group_rows) * in ..; y column o (one group: a plain linear).
+// Up to kMaxLinearOutputs weights applied to one x in one launch (ops.cuh: linears). Output s has
+// out[s] rows of `in` weights; its row o belongs to group o / group_rows[s], which reads x columns
+// (o / group_rows[s]) * in ..; y[s] column o. A plain linear is one output of one group. Blocks
+// first_block[s] .. first_block[s+1] - 1 compute output s (a warp's rows never span two outputs).
 struct LinearArgs {
   const float* x;
   int64_t ldx;
   int n;
-  const void* w;
-  int64_t out, in, group_rows;
-  float* y;
-  int64_t ldy;
+  int64_t in;
+  int outputs;
+  const void* w[kMaxLinearOutputs];
+  int64_t out[kMaxLinearOutputs], group_rows[kMaxLinearOutputs];
+  float* y[kMaxLinearOutputs];
+  int64_t ldy[kMaxLinearOutputs];
+  unsigned first_block[kMaxLinearOutputs + 1];
 };
 
 // y[t, o] for the warp's R rows (o = row0 ..; all in one group) over its part of `in`: lane l
@@ -105,12 +111,16 @@ __global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs
   constexpr int M = R * NT;                  // sums per warp: acc[r * NT + t]
   static_assert(M <= 32 && (M & (M - 1)) == 0, "a warp's sums must be a power of two <= 32");
   __shared__ float partial[P > 1 ? kLinearWarps : 1][M];
+  int s = 0;
+  while (blockIdx.x >= a.first_block[s + 1]) ++s;
+  const int64_t out = a.out[s], block = blockIdx.x - a.first_block[s];
+  float* const y = a.y[s];
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, part = warp % P;
-  const int64_t row0 = (int64_t{blockIdx.x} * kGroups + warp / P) * R;
-  const bool live = row0 < a.out;
+  const int64_t row0 = (block * kGroups + warp / P) * R;
+  const bool live = row0 < out;
   const W* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = static_cast<const W*>(a.w) + (row0 + r < a.out ? row0 + r : a.out - 1) * a.in;
-  const float* x = a.x + (live ? row0 / a.group_rows : 0) * a.in;
+  for (int r = 0; r < R; ++r) rows[r] = static_cast<const W*>(a.w[s]) + (row0 + r < out ? row0 + r : out - 1) * a.in;
+  const float* x = a.x + (live ? row0 / a.group_rows[s] : 0) * a.in;
   // The warp's part of the row in chunks of V: a multiple of 32 chunks (the last part may be short).
   const int64_t chunks = a.in / V, per = (chunks + 32 * P - 1) / (32 * P) * 32;
   const int64_t begin = live ? part * per : chunks, end = begin + per < chunks ? begin + per : chunks;
@@ -145,37 +155,41 @@ __global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs
       }
     }
     // Lane l holds the warp's sum i = l / (32 / M), i.e. row row0 + i / NT, token t0 + i % NT.
-    const float s = reduce_scatter<M>(acc, lane);
+    const float sum = reduce_scatter<M>(acc, lane);
     const int i = lane / (32 / M);
     const bool first = lane % (32 / M) == 0;
     if constexpr (P == 1) {
       const int64_t row = row0 + i / NT;
-      if (first && live && i % NT < nt && row < a.out) a.y[(t0 + i % NT) * a.ldy + row] = s;
+      if (first && live && i % NT < nt && row < out) y[(t0 + i % NT) * a.ldy[s] + row] = sum;
     } else {
       __syncthreads();  // the previous pass has read `partial`
-      if (first) partial[warp][i] = s;
+      if (first) partial[warp][i] = sum;
       __syncthreads();
       // Thread g * M + i adds sum i of row group g over the parts in order.
       if (threadIdx.x < kGroups * M) {
         const int g = threadIdx.x / M, j = threadIdx.x % M;
-        float sum = partial[g * P][j];
+        float total = partial[g * P][j];
 #pragma unroll
-        for (int p = 1; p < P; ++p) sum += partial[g * P + p][j];
-        const int64_t row = (int64_t{blockIdx.x} * kGroups + g) * R + j / NT;
-        if (j % NT < nt && row < a.out) a.y[(t0 + j % NT) * a.ldy + row] = sum;
+        for (int p = 1; p < P; ++p) total += partial[g * P + p][j];
+        const int64_t row = (block * kGroups + g) * R + j / NT;
+        if (j % NT < nt && row < out) y[(t0 + j % NT) * a.ldy[s] + row] = total;
       }
     }
   }
 }
 
+// Sets a.first_block for R rows a warp and kLinearWarps / P row groups a block.
 template <class W, int V, int R, int P, int NT>
-cudaError_t launch_linear(const LinearArgs& a, cudaStream_t stream) {
-  const int64_t warps = (a.out + R - 1) / R, groups = kLinearWarps / P;
-  const auto blocks = static_cast<unsigned>((warps + groups - 1) / groups);
-  if (const cudaError_t e =
-          launch_dependent(linear_kernel<W, V, R, P, NT>, dim3(blocks), dim3(kLinearWarps * 32), 0, stream, a))
-    return e;
-  return cudaGetLastError();
+cudaError_t launch_linear(LinearArgs a, cudaStream_t stream) {
+  constexpr int64_t rows_per_block = int64_t{kLinearWarps / P} * R;
+  int64_t blocks = 0;
+  for (int s = 0; s < a.outputs; ++s) {
+    a.first_block[s] = static_cast<unsigned>(blocks);
+    blocks += (a.out[s] + rows_per_block - 1) / rows_per_block;
+  }
+  for (int s = a.outputs; s <= kMaxLinearOutputs; ++s) a.first_block[s] = static_cast<unsigned>(blocks);
+  return launch_dependent(linear_kernel<W, V, R, P, NT>, dim3(static_cast<unsigned>(blocks)), dim3(kLinearWarps * 32),
+                          0, stream, a);
 }
 
 // Tokens per pass: the power of two that holds min(n, 8).
@@ -192,7 +206,9 @@ cudaError_t launch_tokens(const LinearArgs& a, cudaStream_t stream) {
 // flight at once) and every part keeps at least kUnroll full steps of 32 chunks.
 template <class W, int V>
 cudaError_t launch_vector(const LinearArgs& a, cudaStream_t stream) {
-  const int64_t warps = (a.out + kRows - 1) / kRows, chunks = a.in / V;
+  int64_t warps = 0;
+  for (int s = 0; s < a.outputs; ++s) warps += (a.out[s] + kRows - 1) / kRows;
+  const int64_t chunks = a.in / V;
   int parts = 1;
   while (parts < kLinearWarps && warps * parts < kTargetWarps && chunks >= 2 * parts * 32 * kUnroll) parts *= 2;
   switch (parts) {
@@ -220,15 +236,6 @@ __device__ float row_inv_rms(const float* r, int width, float eps, float* red) {
   float sq = 0.0f;
   for (int i = threadIdx.x; i < width; i += blockDim.x) sq = fmaf(r[i], r[i], sq);
   return 1.0f / sqrtf(block_sum(sq, red) / static_cast<float>(width) + eps);
-}
-
-// RoPE of one interleaved pair (a, b) by angle = inv_freq * position (engine::RopeTable::apply).
-__device__ void rotate_pair(float& a, float& b, float inv_freq, int64_t position, bool inverse) {
-  const float angle = inv_freq * static_cast<float>(position);
-  const float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
-  const float x = a, y = b;
-  a = x * c - y * s;
-  b = y * c + x * s;
 }
 
 // One block per row: the sum of squares, then x * inv (* weight), in the reference's order.
@@ -307,30 +314,50 @@ __global__ void embed_streams_kernel(const int32_t* ids, int n, const float* tab
   }
 }
 
+// Checks what every launch of linear_kernel needs, then launches the 16-byte path when every
+// weight, x and group slice start 16-byte aligned and a warp's 4 rows share a group; otherwise one
+// row a warp, one element a lane.
+cudaError_t launch_outputs(LinearArgs& a, WeightType wt, cudaStream_t stream) {
+  if (wt != WeightType::F32 && wt != WeightType::BF16) return cudaErrorInvalidValue;
+  int64_t blocks = 0;  // at most, with one row a warp
+  bool vec = aligned16(a.x) && a.in % (wt == WeightType::F32 ? 4 : 8) == 0 && a.ldx % 4 == 0;
+  for (int s = 0; s < a.outputs; ++s) {
+    blocks += (a.out[s] + kLinearWarps - 1) / kLinearWarps;
+    vec = vec && aligned16(a.w[s]) && (a.group_rows[s] == a.out[s] || a.group_rows[s] % kRows == 0);
+  }
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (wt == WeightType::F32)
+    return vec ? launch_vector<float, 4>(a, stream) : launch_linear<float, 1, 1, 1, kTokens>(a, stream);
+  return vec ? launch_vector<uint16_t, 8>(a, stream) : launch_linear<uint16_t, 1, 1, 1, kTokens>(a, stream);
+}
+
 }  // namespace
 
 cudaError_t linear_grouped(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int groups, int64_t rows,
                            int64_t in, float* y, int64_t ldy, cudaStream_t stream) {
   if (!x || !w || !y || n < 0 || groups < 1 || rows < 1 || in < 1 || ldx < groups * in || ldy < groups * rows)
     return cudaErrorInvalidValue;
-  if (wt != WeightType::F32 && wt != WeightType::BF16) return cudaErrorInvalidValue;
-  const int64_t out = groups * rows;
-  if ((out + kLinearWarps - 1) / kLinearWarps > 0x7fffffff) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  const LinearArgs a{x, ldx, n, w, out, in, rows, y, ldy};
-  // 16-byte loads need every weight row, activation row and group slice to start 16-byte aligned,
-  // and a warp's 4 rows must share a group. Otherwise one row a warp, one element a lane.
-  const int64_t per16 = wt == WeightType::F32 ? 4 : 8;
-  const bool vec =
-      aligned16(w) && aligned16(x) && in % per16 == 0 && ldx % 4 == 0 && (groups == 1 || rows % kRows == 0);
-  if (wt == WeightType::F32)
-    return vec ? launch_vector<float, 4>(a, stream) : launch_linear<float, 1, 1, 1, kTokens>(a, stream);
-  return vec ? launch_vector<uint16_t, 8>(a, stream) : launch_linear<uint16_t, 1, 1, 1, kTokens>(a, stream);
+  LinearArgs a{x, ldx, n, in, 1, {w}, {groups * rows}, {rows}, {y}, {ldy}, {}};
+  return launch_outputs(a, wt, stream);
 }
 
 cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int64_t out, int64_t in, float* y,
                    int64_t ldy, cudaStream_t stream) {
   return linear_grouped(x, ldx, n, w, wt, 1, out, in, y, ldy, stream);
+}
+
+cudaError_t linears(const float* x, int64_t ldx, int n, int64_t in, WeightType wt, const LinearOutput* outputs,
+                    int count, cudaStream_t stream) {
+  if (!x || !outputs || n < 0 || in < 1 || ldx < in || count < 1 || count > kMaxLinearOutputs)
+    return cudaErrorInvalidValue;
+  LinearArgs a{x, ldx, n, in, count, {}, {}, {}, {}, {}, {}};
+  for (int s = 0; s < count; ++s) {
+    const LinearOutput& o = outputs[s];
+    if (!o.w || !o.y || o.out < 1 || o.ldy < o.out) return cudaErrorInvalidValue;
+    a.w[s] = o.w, a.out[s] = o.out, a.group_rows[s] = o.out, a.y[s] = o.y, a.ldy[s] = o.ldy;
+  }
+  return launch_outputs(a, wt, stream);
 }
 
 cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, float eps, cudaStream_t stream) {

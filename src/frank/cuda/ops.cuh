@@ -31,6 +31,20 @@ using engine::KvRowLayout;
 cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int64_t out, int64_t in, float* y,
                    int64_t ldy, cudaStream_t stream);
 
+// Several weights of one type applied to the same x in one launch (the projections of a layer's
+// input: fewer, larger launches than one linear each): outputs[s].y[t*ldy + o] =
+// sum_i outputs[s].w[o*in + i] * x[t*ldx + i] for t < n, o < outputs[s].out. 1 <= count <=
+// kMaxLinearOutputs. Each output is what linear computes. cpu::linear.
+constexpr int kMaxLinearOutputs = 8;
+struct LinearOutput {
+  const void* w;
+  int64_t out;
+  float* y;
+  int64_t ldy;
+};
+cudaError_t linears(const float* x, int64_t ldx, int n, int64_t in, WeightType wt, const LinearOutput* outputs,
+                    int count, cudaStream_t stream);
+
 // The grouped output projection in one launch: group g < groups applies its `rows` rows of W to its
 // own `in` columns of x, y[t*ldy + g*rows + r] = sum_i W[(g*rows + r)*in + i] * x[t*ldx + g*in + i]
 // for t < n, r < rows. W is [groups*rows, in] row-major, of type `wt`; ldx >= groups*in,
@@ -129,13 +143,16 @@ cudaError_t window_store(uint8_t* ring, int W, const KvRowLayout& layout, const 
 //     >= 0 (CSA: the indexer's choice).
 //   logits l_j = (q[t][h] · key_j) * scale; mx = max(sink[h], max_j l_j);
 //   out[t][h] = sum_j exp(l_j - mx) / (exp(sink[h] - mx) + sum_i exp(l_i - mx)) * key_j
+// Then out's last 2*pairs dims of every head are rotated back by rope's inverse at pos, with
+// inv_freq[pairs] (the keys carried RoPE into the values; pairs >= 0, (hd - 2*pairs) % 4 == 0).
 // q and out are [n, H*hd]. engine::attend_with_sink over the decoded keys (the key order does not
-// matter). `scratch` holds attend_scratch_floats(n, H, hd) floats, 16-byte aligned (may be null when
-// that is 0): a token's keys may be split over several blocks whose partial softmax states meet there.
+// matter), then engine::RopeTable::apply inverse. `scratch` holds attend_scratch_floats(n, H, hd)
+// floats, 16-byte aligned (may be null when that is 0): a token's keys may be split over several
+// blocks whose partial softmax states meet there.
 cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
                    const uint8_t* chunk_rows, const int64_t* start, const uint8_t* entries, int compress_ratio,
-                   const int32_t* selected, int k_sel, const float* sinks, float scale, float* out, float* scratch,
-                   cudaStream_t stream);
+                   const int32_t* selected, int k_sel, const float* sinks, float scale, const float* inv_freq,
+                   int pairs, float* out, float* scratch, cudaStream_t stream);
 int64_t attend_scratch_floats(int n, int H, int hd);
 
 // A compressor's state on the device mirrors engine::CompressorState; what the host keeps there

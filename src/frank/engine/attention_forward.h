@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "frank/engine/attention.h"
 
@@ -22,39 +23,46 @@ typename Ops::Array attention_forward(Ops& ops, const Attention& a, const typena
   const int H = c.num_heads, hd = c.head_dim;
   const float eps = c.rms_norm_eps;
 
+  // Every projection of x at once (one launch on a GPU): q_a, kv, then the compressor's kv and gate,
+  // then the indexer compressor's kv and gate and the indexer's head weights, where the layer has them.
+  std::vector<const LinearWeight*> from_x = {&w.q_a_proj, &w.kv_proj};
+  if (a.compressor()) from_x.insert(from_x.end(), {&w.compressor->kv_proj, &w.compressor->gate_proj});
+  const model::IndexerWeights* ix = a.index_compressor() ? &*w.indexer : nullptr;
+  if (ix) from_x.insert(from_x.end(), {&ix->compressor.kv_proj, &ix->compressor.gate_proj, &ix->weights_proj});
+  std::vector<Array> projected = ops.linears(x, from_x);
+
   // Queries: q_a -> weighted RMSNorm (the "q residual", also the indexer's input) -> q_b -> per-head
   // unweighted RMSNorm -> RoPE.
-  Array q_residual = ops.linear(x, w.q_a_proj);
+  Array q_residual = std::move(projected[0]);
   ops.rms_norm(q_residual, c.q_lora_rank, &w.q_a_norm, eps);
   Array q = ops.linear(q_residual, w.q_b_proj);
   ops.norm_rope(q, H, hd, nullptr, eps, start, a.rope());
 
   // The single K=V row per token, weighted RMSNorm then RoPE.
-  Array kv = ops.linear(x, w.kv_proj);
+  Array kv = std::move(projected[1]);
   ops.norm_rope(kv, 1, hd, &w.kv_norm, eps, start, a.rope());
 
   Array comp_kv, comp_gate, index_kv, index_gate;
   if (a.compressor()) {
-    comp_kv = ops.linear(x, w.compressor->kv_proj);
-    comp_gate = ops.linear(x, w.compressor->gate_proj);
+    comp_kv = std::move(projected[2]);
+    comp_gate = std::move(projected[3]);
     ops.compress(state.compressor, *a.compressor(), comp_kv, comp_gate, start);
   }
   typename Ops::Selection selected;
-  if (a.index_compressor()) {
-    const model::IndexerWeights& ix = *w.indexer;
-    index_kv = ops.linear(x, ix.compressor.kv_proj);
-    index_gate = ops.linear(x, ix.compressor.gate_proj);
+  if (ix) {
+    const size_t first = a.compressor() ? 4 : 2;
+    index_kv = std::move(projected[first]);
+    index_gate = std::move(projected[first + 1]);
     ops.compress(state.indexer, *a.index_compressor(), index_kv, index_gate, start);
-    Array index_q = ops.linear(q_residual, ix.q_b_proj);
+    Array index_q = ops.linear(q_residual, ix->q_b_proj);
     ops.rope(index_q, c.index_n_heads, c.index_head_dim, start, a.rope(), /*inverse=*/false);
-    Array index_w = ops.linear(x, ix.weights_proj);
+    Array index_w = std::move(projected[first + 2]);
     ops.scale(index_w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.index_n_heads))));
     selected = ops.index_select(index_q, index_w, state.indexer, *a.index_compressor(), start, c.index_topk);
   }
 
-  Array heads = ops.attend(q, kv, state, a, start, a.index_compressor() ? &selected : nullptr);
-  // K=V carried RoPE into the values: undo it at the query's position.
-  ops.rope(heads, H, hd, start, a.rope(), /*inverse=*/true);
+  // K=V carried RoPE into the values: attend undoes it at the query's position.
+  const Array heads = ops.attend(q, kv, state, a, start, a.index_compressor() ? &selected : nullptr);
   ops.window_store(state, kv, start, c.sliding_window);
   ops.keep_call_record(state, std::move(comp_kv), std::move(comp_gate), std::move(index_kv), std::move(index_gate));
 

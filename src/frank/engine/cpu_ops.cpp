@@ -48,6 +48,13 @@ Tensor CpuOps::hyper_head(const model::HyperConnectionWeights& hc, const Tensor&
 
 Tensor CpuOps::linear(const Tensor& x, const LinearWeight& w) const { return cpu::linear(x, w); }
 
+std::vector<Tensor> CpuOps::linears(const Tensor& x, std::span<const LinearWeight* const> ws) const {
+  std::vector<Tensor> ys;
+  ys.reserve(ws.size());
+  for (const LinearWeight* w : ws) ys.push_back(cpu::linear(x, *w));
+  return ys;
+}
+
 Tensor CpuOps::linear_per_stream(const Tensor& x, const LinearWeight& w, int N) const {
   // [n, N*in] is [n*N, in] row-major: one row per stream.
   Tensor y = cpu::linear(Tensor({x.rows() * N, x.cols() / N}, x.data), w);
@@ -131,6 +138,7 @@ Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, const LayerState& state
       attend_with_sink(q.row(t) + int64_t{h} * hd, keys, a.weights().sinks.data[h], hd, scale,
                        heads.row(t) + int64_t{h} * hd);
   }
+  rope(heads, H, hd, start, a.rope(), /*inverse=*/true);
   return heads;
 }
 

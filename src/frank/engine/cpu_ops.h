@@ -3,6 +3,7 @@
 // every op in fp32 with double accumulation, on host Tensors and the host Session state. This is
 // the oracle the CUDA ops are checked against, so each op is the plain math, token by token.
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,8 @@ class CpuOps {
                     const model::ModelConfig& c) const;
 
   Tensor linear(const Tensor& x, const LinearWeight& w) const;
+  // linear of x through each of ws (a backend may run them as one launch).
+  std::vector<Tensor> linears(const Tensor& x, std::span<const LinearWeight* const> ws) const;
   // Each of the N streams of every row of x [n, N*in] through w: [n, N*out].
   Tensor linear_per_stream(const Tensor& x, const LinearWeight& w, int N) const;
   // streams[t][j*D + d] += x[t][d] for each of the N streams (x [n, D]).
@@ -64,7 +67,8 @@ class CpuOps {
   Selection index_select(const Tensor& q, const Tensor& w, const CompressorState& keys, const Compressor& compressor,
                          int64_t start, int k) const;
   // Attention with the sink over each token's window (earlier rows from the ring, the chunk's own
-  // from kv) and compressed entries (HCA: all it sees; CSA: `selected`). [n, heads * head_dim].
+  // from kv) and compressed entries (HCA: all it sees; CSA: `selected`), then the K=V rows' RoPE
+  // undone at the query's position (rope inverse): [n, heads * head_dim].
   Tensor attend(const Tensor& q, const Tensor& kv, const LayerState& state, const Attention& a, int64_t start,
                 const Selection* selected) const;
   // The window ring keeps the chunk's last rows.
