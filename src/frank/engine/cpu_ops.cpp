@@ -19,20 +19,34 @@ Tensor CpuOps::embed(const Tensor& table, const Ids& ids, int N) const {
 
 std::pair<CpuOps::Mix, Tensor> CpuOps::hc_pre(const model::HyperConnectionWeights& hc, const Tensor& norm,
                                               const Tensor& streams, const model::ModelConfig& c) const {
-  const int64_t n = streams.rows();
-  const int D = c.hidden_size;
-  Mix mixes;
-  Tensor input({n, int64_t{D}});
-  for (int64_t t = 0; t < n; ++t) {
-    mixes.push_back(hc_mapping(c, hc, streams.row(t)));
-    collapse_streams(streams.row(t), mixes.back().pre, D, input.row(t));
-    cpu::rms_norm(input.row(t), D, norm.data.data(), c.rms_norm_eps);
-  }
-  return {std::move(mixes), std::move(input)};
+  Mix mix = hc_map(hc, streams, c);
+  Tensor input = hc_collapse(streams, &mix, norm, 0, c);
+  return {std::move(mix), std::move(input)};
 }
 
-void CpuOps::hc_post(const Mix& mix, const Tensor& sublayer, Tensor& streams, const model::ModelConfig& c) const {
+void CpuOps::hc_post(const Mix& mix, const Tensor& sublayer, Tensor& streams, const model::CommonConfig& c) const {
   for (int64_t t = 0; t < streams.rows(); ++t) hc_expand(mix[t], sublayer.row(t), c.hidden_size, streams.row(t));
+}
+
+CpuOps::Mix CpuOps::hc_map(const model::HyperConnectionWeights& hc, const Tensor& streams,
+                           const model::CommonConfig& c) const {
+  Mix mixes;
+  for (int64_t t = 0; t < streams.rows(); ++t) mixes.push_back(hc_mapping(c, hc, streams.row(t)));
+  return mixes;
+}
+
+Tensor CpuOps::hc_collapse(const Tensor& streams, const Mix* mix, const Tensor& norm, int64_t first,
+                           const model::CommonConfig& c) const {
+  const int D = c.hidden_size;
+  // Stream 0 as a collapse with weights (1, 0, ..): 1 * x + 0 * y is x exactly for finite streams.
+  std::vector<float> stream_0(c.hc_mult, 0.0f);
+  stream_0[0] = 1.0f;
+  Tensor out({streams.rows() - first, int64_t{D}});
+  for (int64_t t = first; t < streams.rows(); ++t) {
+    collapse_streams(streams.row(t), mix != nullptr ? (*mix)[t].pre : stream_0, D, out.row(t - first));
+    cpu::rms_norm(out.row(t - first), D, norm.data.data(), c.rms_norm_eps);
+  }
+  return out;
 }
 
 Tensor CpuOps::hyper_head(const model::HyperConnectionWeights& hc, const Tensor& norm, const Tensor& streams,
@@ -83,9 +97,10 @@ void CpuOps::rms_norm(Tensor& x, int width, const Tensor* weight, float eps) con
     cpu::rms_norm(x.data.data() + i, width, weight != nullptr ? weight->data.data() : nullptr, eps);
 }
 
-void CpuOps::rope(Tensor& x, int heads, int dim, int64_t start, const RopeTable& rope, bool inverse) const {
+void CpuOps::rope(Tensor& x, int heads, int dim, int64_t start, const RopeTable& rope, bool inverse,
+                  int64_t stride) const {
   for (int64_t t = 0; t < x.rows(); ++t)
-    for (int h = 0; h < heads; ++h) rope.apply(x.row(t) + int64_t{h} * dim, dim, start + t, inverse);
+    for (int h = 0; h < heads; ++h) rope.apply(x.row(t) + int64_t{h} * dim, dim, (start + t) * stride, inverse);
 }
 
 void CpuOps::norm_rope(Tensor& x, int heads, int dim, const Tensor* weight, float eps, int64_t start,
@@ -96,6 +111,10 @@ void CpuOps::norm_rope(Tensor& x, int heads, int dim, const Tensor* weight, floa
 
 void CpuOps::scale(Tensor& x, float s) const {
   for (auto& v : x.data) v *= s;
+}
+
+void CpuOps::fake_quant(Tensor& x, int width, FakeQuant grid, int block) const {
+  for (int64_t i = 0; i < x.numel(); i += width) engine::fake_quant(x.data.data() + i, width, grid, block);
 }
 
 void CpuOps::compress(CompressorState& state, const Compressor& compressor, const Tensor& kv, const Tensor& gate,
@@ -116,30 +135,55 @@ CpuOps::Selection CpuOps::index_select(const Tensor& q, const Tensor& w, const C
   return selected;
 }
 
-Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, const LayerState& state, const Attention& a, int64_t start,
-                      const Selection* selected) const {
-  const model::ModelConfig& c = a.config();
-  const int H = c.num_heads, hd = c.head_dim, W = c.sliding_window;
+namespace {
+
+// Per token t at pos = start + t: its window rows (pos-W, pos], oldest first (earlier ones from the
+// ring, the chunk's own from kv), then the entry rows `entries(t, pos, keys)` appends; every head
+// attends to them with its sink. [n, heads * head_dim], heads = q.cols() / head_dim.
+template <class Entries>
+Tensor attend_rows(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
+                   const Tensor& sinks, Entries&& entries) {
+  const int64_t hd = kv.cols(), H = q.cols() / hd;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  const float* entries = state.compressor.entries.data();
-  Tensor heads({q.rows(), int64_t{H} * hd});
+  Tensor heads({q.rows(), H * hd});
+  std::vector<const float*> keys;
   for (int64_t t = 0; t < q.rows(); ++t) {
     const int64_t pos = start + t;
-    // Window rows (pos-W, pos], oldest first, then the compressed entries.
-    std::vector<const float*> keys;
-    for (int64_t p = std::max<int64_t>(0, pos - W + 1); p <= pos; ++p)
-      keys.push_back(p < start ? state.window.data() + (p % W) * hd : kv.row(p - start));
-    if (selected != nullptr) {
-      for (int64_t e : (*selected)[t]) keys.push_back(entries + e * hd);
-    } else if (a.compressor()) {
-      for (int64_t e = 0; e < (pos + 1) / a.compressor()->ratio(); ++e) keys.push_back(entries + e * hd);
-    }
-    for (int h = 0; h < H; ++h)
-      attend_with_sink(q.row(t) + int64_t{h} * hd, keys, a.weights().sinks.data[h], hd, scale,
-                       heads.row(t) + int64_t{h} * hd);
+    keys.clear();
+    for (int64_t p = std::max<int64_t>(0, pos - window + 1); p <= pos; ++p)
+      keys.push_back(p < start ? ring.data() + (p % window) * hd : kv.row(p - start));
+    entries(t, pos, keys);
+    for (int64_t h = 0; h < H; ++h)
+      attend_with_sink(q.row(t) + h * hd, keys, sinks.data[h], static_cast<int>(hd), scale, heads.row(t) + h * hd);
   }
   rope(heads, H, hd, start, a.rope(), /*inverse=*/true);
   return heads;
+}
+
+}  // namespace
+
+Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, const LayerState& state, const Attention& a, int64_t start,
+                      const Selection* selected) const {
+  const int64_t hd = a.config().head_dim;
+  const float* entries = state.compressor.entries.data();
+  return attend_rows(q, kv, state.window, start, a.config().sliding_window, a.weights().sinks,
+                     [&](int64_t t, int64_t pos, std::vector<const float*>& keys) {
+                       if (selected != nullptr) {
+                         for (int64_t e : (*selected)[t]) keys.push_back(entries + e * hd);
+                       } else if (a.compressor()) {
+                         for (int64_t e = 0; e < (pos + 1) / a.compressor()->ratio(); ++e)
+                           keys.push_back(entries + e * hd);
+                       }
+                     });
+}
+
+Tensor CpuOps::attend_v41(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
+                          const Tensor& sinks, const V41Source* entries, const Selection* selected) const {
+  const int64_t hd = kv.cols();
+  return attend_rows(q, kv, ring, start, window, sinks, [&](int64_t t, int64_t, std::vector<const float*>& keys) {
+    if (entries == nullptr || selected == nullptr) return;
+    for (int64_t e : (*selected)[t]) keys.push_back(entries->entries.data() + e * hd);
+  });
 }
 
 void store_window_rows(std::vector<float>& ring, const Tensor& kv, int64_t start, int window) {
@@ -150,6 +194,10 @@ void store_window_rows(std::vector<float>& ring, const Tensor& kv, int64_t start
 
 void CpuOps::window_store(LayerState& state, const Tensor& kv, int64_t start, int window) const {
   store_window_rows(state.window, kv, start, window);
+}
+
+void CpuOps::window_store(std::vector<float>& ring, const Tensor& kv, int64_t start, int window) const {
+  store_window_rows(ring, kv, start, window);
 }
 
 void CpuOps::keep_call_record(LayerState& state, Tensor comp_kv, Tensor comp_gate, Tensor index_kv,

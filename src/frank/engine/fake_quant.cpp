@@ -82,4 +82,15 @@ void fake_quant_fp4_ue8m0(float* x, int64_t n, int block) {
   });
 }
 
+void fake_quant(float* x, int64_t n, FakeQuant grid, int block) {
+  switch (grid) {
+    case FakeQuant::Fp8Ue8m0:
+      return fake_quant_fp8_ue8m0(x, n, block);
+    case FakeQuant::Fp4E4m3:
+      return fake_quant_fp4_e4m3(x, n, block);
+    case FakeQuant::Fp4Ue8m0:
+      return fake_quant_fp4_ue8m0(x, n, block);
+  }
+}
+
 }  // namespace frank::engine

@@ -24,4 +24,8 @@ void fake_quant_fp4_e4m3(float* x, int64_t n, int block);
 // Indexer queries and keys: s = pow2_ceil(fp32(max(amax, 6 * 2^-126)) * fp32(1/6)), x <- e2m1(clamp(x / s, +-6)) * s.
 void fake_quant_fp4_ue8m0(float* x, int64_t n, int block);
 
+// The three roundings by name (the fake_quant op of the V4.1 forward picks one per use).
+enum class FakeQuant { Fp8Ue8m0, Fp4E4m3, Fp4Ue8m0 };
+void fake_quant(float* x, int64_t n, FakeQuant grid, int block);
+
 }  // namespace frank::engine
