@@ -1,16 +1,15 @@
 #pragma once
-// V41Model: the DeepSeek-V4.1 text forward pass on the CPU in fp32 (dsv41-model.md §3-7), over
-// explicit session state. A call consumes a chunk of tokens at the session's next positions and
-// returns their logits, so full-sequence, chunked prefill and one-token decode are one code path.
-// Per layer: Engram (on its layers), then two single-pass mHC sites (attention, MoE), each
-// collapsing the streams with the previous site's `pre`.
+// V41Model: the DeepSeek-V4.1 text forward pass on the CPU in fp32 (dsv41-model.md §3-7):
+// v41_model_forward (v41_decoder_layer.h) over CpuOps, on explicit session state. A call consumes a
+// chunk of tokens at the session's next positions and returns their logits, so full-sequence,
+// chunked prefill and one-token decode are one code path.
 #include <cstdint>
 #include <span>
 
 #include "frank/core/tensor.h"
 #include "frank/engine/model.h"
 #include "frank/engine/session_runner.h"
-#include "frank/engine/v41_attention.h"
+#include "frank/engine/v41_attention_forward.h"
 #include "frank/engine/v41_session.h"
 #include "frank/model/loader_v41.h"
 
