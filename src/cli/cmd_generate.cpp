@@ -41,8 +41,8 @@ void finish(std::vector<int32_t>& generated, const GenerateOptions& o, int32_t e
 // is a count or auto (chosen per step from measured costs).
 std::vector<int32_t> speculative(const engine::Model& model, Speculation speculation, const GenerateOptions& o,
                                  const std::vector<int32_t>& prompt, int draft_tokens) {
-  engine::VerifyTarget& target = *speculation.target;
-  engine::Drafter& drafter = *speculation.drafter;
+  engine::VerifyTarget& target = *speculation.on_session.target;
+  engine::Drafter& drafter = *speculation.on_session.drafter;
   std::optional<engine::DraftLengthChooser> chooser;
   if (draft_tokens == server::kAutoDraftTokens)
     chooser.emplace(engine::DraftLengthChooser::auto_limit(target.max_verify_tokens()));

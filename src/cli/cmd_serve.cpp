@@ -23,7 +23,7 @@ struct ServeOptions {
   double prefix_cache_gb = 2;
   double prefix_cache_disk_gb = 16;
   std::string draft_tokens = "3";
-  // Given on the command line (its default is the CPU backend's; --backend cuda has no speculative decoding).
+  // Given on the command line (its default is the CPU backend's; --backend cuda drafts only when asked).
   const CLI::Option* draft_tokens_option = nullptr;
   const CLI::Option* gpu_sessions_option = nullptr;
 };
@@ -76,11 +76,24 @@ void run(ServeOptions o) {
     o.server.model_name = o.source.model_dir.empty() ? "frank-synthetic-" + o.source.synthetic
                                                      : std::filesystem::path(o.source.model_dir).filename().string();
   o.server.draft_tokens = parse_draft_tokens(o.draft_tokens);
-  if (on_cpu && o.server.draft_tokens != 0 && !model->weights().mtp)
+  const bool drafting = o.server.draft_tokens != 0 && model->weights().mtp.has_value();
+  if (o.server.draft_tokens != 0 && !drafting) {
+    if (o.draft_tokens_option->count() > 0)
+      throw Error(fmt::format("--draft-tokens {}: the model has no MTP block (mtp.0.*) to draft with; serve with "
+                              "--draft-tokens 0",
+                              o.draft_tokens));
     std::cout << "note: the model has no MTP block (mtp.0.*): speculative decoding is off\n";
-  if (o.server.draft_tokens != server::kAutoDraftTokens && o.server.draft_tokens >= model->config().sliding_window)
-    throw Error(fmt::format("--draft-tokens must be below the sliding window ({})", model->config().sliding_window));
+  }
   Backend backend(*model, o.source);  // --backend cuda: fails here without a GPU
+  if (drafting && o.server.draft_tokens != server::kAutoDraftTokens) {
+    // The bound of one verify call on this backend (the sliding window; on the GPU also the
+    // largest captured step), read from a session made for it.
+    const int most = backend.new_speculation().on_session.target->max_verify_tokens() - 1;
+    if (o.server.draft_tokens > most)
+      throw Error(fmt::format("--draft-tokens must be at most {} on --backend {} (a verify step feeds the drafts "
+                              "and one more token)",
+                              most, o.source.backend));
+  }
   std::unique_ptr<engine::SessionBackend> device_sessions;
   if (!backend.is_cpu()) device_sessions = backend.session_backend();
   server::HttpServer http(*model, tokenizer, o.server, device_sessions.get());
@@ -157,7 +170,7 @@ void register_serve(CLI::App& app) {
   opts->draft_tokens_option =
       cmd->add_option("--draft-tokens", opts->draft_tokens,
                       "speculative decoding: tokens the model's MTP block drafts per verify step (0: off; auto: "
-                      "chosen from measured step costs; CPU backend only, off with --backend cuda)")
+                      "chosen from measured step costs; default 3 on the CPU backend, 0 with --backend cuda)")
           ->capture_default_str();
   cmd->add_option("--record-routing", opts->server.record_routing,
                   "append every step's routed experts to FILE (a routing trace for `frank plan build`)");

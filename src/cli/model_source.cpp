@@ -9,7 +9,6 @@
 
 #include "frank/core/error.h"
 #include "frank/engine/kv_record.h"
-#include "frank/engine/mtp_drafter.h"
 #include "frank/experts/expert_homes.h"
 #include "frank/model/config_common.h"
 #include "frank/model/loader.h"
@@ -17,8 +16,6 @@
 #include "frank/model/synthetic.h"
 #ifdef FRANK_WITH_CUDA
 #include "frank/cuda/cuda_model.h"
-#include "frank/cuda/cuda_mtp_drafter.h"
-#include "frank/cuda/cuda_verify_target.h"
 #include "frank/cuda/device_sessions.h"
 #endif
 
@@ -171,29 +168,11 @@ std::unique_ptr<engine::SessionRunner> Backend::new_runner() {
   return std::make_unique<engine::CpuRunner>(model_);
 }
 
-namespace {
-
-// The CPU target with a session of its own (the session is constructed first: the base comes first).
-struct OwnedSession {
-  engine::Session session;
-};
-class OwningCpuVerifyTarget : private OwnedSession, public engine::CpuVerifyTarget {
- public:
-  explicit OwningCpuVerifyTarget(const engine::Model& model)
-      : OwnedSession{model.new_session()}, CpuVerifyTarget(model, session) {}
-};
-
-}  // namespace
-
 Speculation Backend::new_speculation() {
-#ifdef FRANK_WITH_CUDA
-  if (gpu_) {
-    auto target = std::make_unique<cuda::CudaVerifyTarget>(gpu_->model, gpu_->kv);
-    auto drafter = std::make_unique<cuda::CudaMtpDrafter>(gpu_->model, target->device_streams());
-    return {std::move(target), std::move(drafter)};
-  }
-#endif
-  return {std::make_unique<OwningCpuVerifyTarget>(model_), std::make_unique<engine::MtpDrafter>(model_)};
+  // A backend's sessions refer to the model, not to the SessionBackend that made them.
+  std::unique_ptr<engine::BackendSession> session = session_backend()->fresh();
+  engine::Speculation on_session = session->speculation();
+  return {std::move(session), std::move(on_session)};
 }
 
 std::unique_ptr<engine::SessionBackend> Backend::session_backend() {

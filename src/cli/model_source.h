@@ -43,12 +43,12 @@ struct ModelSource {
   std::unique_ptr<engine::V41Model> load_v41() const;
 };
 
-// Speculative decoding on a backend: a fresh session as the verify target, and the model's MTP
-// block drafting where the backend computes (on the GPU it reads the target's device streams, so
-// it is declared after the target and destroyed before it).
+// Speculative decoding on a fresh session of a backend: the verify target over it and the model's
+// MTP block drafting where the backend computes (engine::BackendSession::speculation). They refer
+// to the session, so they come after it (and are destroyed before it).
 struct Speculation {
-  std::unique_ptr<engine::VerifyTarget> target;
-  std::unique_ptr<engine::Drafter> drafter;
+  std::unique_ptr<engine::BackendSession> session;
+  engine::Speculation on_session;
 };
 
 // The backend a command computes on: the CPU reference, or the GPU (builds with -DFRANK_CUDA=ON).

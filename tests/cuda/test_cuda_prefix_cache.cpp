@@ -143,7 +143,7 @@ TEST(CudaPrefixCache, EachTierResumesAsAFreshPrefill) {
       int64_t next = std::ssize(prompt);
       for (int64_t c : checkpoint_at)
         if (c > pos && c < next) next = c;
-      logits = sessions.forward(slice(prompt, static_cast<size_t>(pos), static_cast<size_t>(next)), nullptr);
+      logits = sessions.forward(slice(prompt, static_cast<size_t>(pos), static_cast<size_t>(next)));
       pos = next;
       sessions.checkpoint();
     }

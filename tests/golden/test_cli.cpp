@@ -124,6 +124,9 @@ TEST(Cli, BadArgumentsGiveClearErrors) {
   expect_error("bench decode --layers 44", "--layers");
   expect_error("serve --backend cuda", "backend 'cuda' is not available");
   expect_error("serve --dump-topk-rows " + (tmp / "rows").string(), "--dump-topk-rows applies to logits and generate");
+  expect_error("serve --draft-tokens 2", "--draft-tokens 2: the model has no MTP block (mtp.0.*) to draft with");
+  expect_error("serve --synthetic tiny-chat-mtp --draft-tokens 8",
+               "--draft-tokens must be at most 7 on --backend cpu");
   expect_error("generate --synthetic huge", "unknown synthetic model 'huge'");
   expect_error("generate --temperature -1", "temperature must be");
   expect_error("logits --model " + (tmp / "nowhere").string() + " --ids 1 --out " + out, "nowhere");

@@ -32,14 +32,15 @@ class CountingSessions : public engine::SessionBackend {
    public:
     Counted(std::unique_ptr<engine::BackendSession> inner, CountingSessions& owner)
         : inner_(std::move(inner)), owner_(owner), fail_at_(std::exchange(owner.fail_next_at, 0)) {}
-    Tensor forward(std::span<const int32_t> ids, Tensor* streams) override {
+    Tensor forward(std::span<const int32_t> ids) override {
       if (++calls_ == fail_at_) throw Error("CUDA: kernel launch: an illegal memory access was encountered");
       owner_.tokens_fed += std::ssize(ids);
-      return inner_->forward(ids, streams);
+      return inner_->forward(ids);
     }
     int64_t position() const override { return inner_->position(); }
     engine::SessionCheckpoint checkpoint() const override { return inner_->checkpoint(); }
     engine::Session to_host() const override { return inner_->to_host(); }
+    engine::Speculation speculation() override { return inner_->speculation(); }  // not counted
 
    private:
     std::unique_ptr<engine::BackendSession> inner_;

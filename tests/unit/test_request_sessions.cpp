@@ -2,7 +2,9 @@
 // tier that `frank serve --backend cuda` keeps in GPU memory (here the same logic over host
 // sessions): continued and resumed sessions give the tokens that fresh sessions give, prefill
 // only the new tokens, each tier is used where it reaches furthest and counted, a failure drops the
-// resident sessions; the server refuses what device sessions cannot do yet.
+// resident sessions; speculative decoding runs on the same sessions (rewound past rejected drafts,
+// so a continued turn is exact); the server refuses what device sessions cannot do yet.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +12,7 @@
 #include <utility>
 
 #include "frank/core/error.h"
+#include "frank/model/loader.h"
 #include "frank/model/synthetic.h"
 #include "frank/model/tokenizer.h"
 #include "frank/server/engine_worker.h"
@@ -200,6 +203,52 @@ TEST_F(RequestSessionsTest, EachTurnResumesFromTheTierThatReachesFurthest) {
   EXPECT_EQ(tiered.resident_sessions(), 1u);
 }
 
+// Speculative decoding over RequestSessions::speculation, as `frank serve --backend cuda` runs it
+// (one resident session, no prefix cache; here over host sessions), on the MTP fixture: for k = 1
+// and 3, greedy requests give the plain worker's tokens; a turn continuing the conversation
+// resumes the session the verify steps left (rewound past every rejected draft) and still gives
+// the plain tokens; the verify steps and drafts are counted.
+TEST(SpeculativeSessions, DraftedTurnsEqualPlainOnesAndContinueExactly) {
+  auto loaded = model::load_model(std::filesystem::path(FRANK_FIXTURE_DIR) / "dsv4-mtp" / "tiny-v4-mtp");
+  const engine::Model model(std::move(loaded.config), std::move(loaded.weights));
+  engine::HostSessions host(model);
+  Metrics plain_metrics;
+  EngineWorker::declare_metrics(plain_metrics);
+  PrefixCachedSessions fresh(host, nullptr, nullptr, plain_metrics);
+  EngineWorker plain(model, fresh, plain_metrics, 4096, 1024, {}, 0);
+  const std::vector<int32_t> prompt{5, 17, 3, 99, 42, 7, 200, 12, 64, 31};
+  for (const int k : {1, 3}) {
+    Metrics metrics;
+    EngineWorker::declare_metrics(metrics);
+    PrefixCachedSessions sessions(host, nullptr, nullptr, metrics, 1);
+    EngineWorker drafting(model, sessions, metrics, 4096, 1024, {}, k);
+    const Outcome first = run(drafting, prompt, 13), first_plain = run(plain, prompt, 13);
+    ASSERT_EQ(first.end.finish_reason, "length") << first.end.error;
+    EXPECT_EQ(first.tokens, first_plain.tokens) << "k = " << k;
+    const auto extended = concat(concat(prompt, first.tokens), {8, 9});
+    const Outcome second = run(drafting, extended, 11), second_plain = run(plain, extended, 11);
+    ASSERT_EQ(second.end.finish_reason, "length") << second.end.error;
+    // A verify step feeds every token it emits (the drawn one and the accepted drafts), so the
+    // session consumed the whole completion, unlike plain decoding's (whose last token is unfed).
+    EXPECT_EQ(second.end.cached_tokens, static_cast<int>(prompt.size() + first.tokens.size())) << "k = " << k;
+    EXPECT_EQ(second.tokens, second_plain.tokens) << "k = " << k;
+    // As in ContinuesExactlyWhenThePromptExtendsTheSession: the CPU reference's positions do not
+    // depend on how tokens were grouped into calls (verify steps here), so only float rounding.
+    for (size_t i = 0; i < second.logprobs.size(); ++i)
+      EXPECT_NEAR(second.logprobs[i], second_plain.logprobs[i], 1e-5) << "k = " << k << ", token " << i;
+    const double steps = counter(metrics, "frank_verify_steps_total");
+    const double drafted = counter(metrics, "frank_draft_tokens_total");
+    const double accepted = counter(metrics, "frank_draft_tokens_accepted_total");
+    EXPECT_GT(steps, 0);
+    EXPECT_GT(drafted, 0);
+    EXPECT_LE(accepted, drafted);
+    // Every completion token comes from a verify step: its first token and its accepted drafts.
+    EXPECT_EQ(steps + accepted, 13 + 11) << "k = " << k;
+    std::cout << fmt::format("k = {}: {} verify steps, {} of {} drafts accepted\n", k, steps, accepted, drafted);
+  }
+  EXPECT_EQ(counter(plain_metrics, "frank_verify_steps_total"), -1);
+}
+
 TEST(DeviceServer, RefusesWhatDeviceSessionsCannotDoYet) {
   auto model = tiny_model();
   const auto tokenizer = model::Tokenizer::load(test::tokenizer_fixture_dir() / "tiny-flags" / "tokenizer.json");
@@ -216,14 +265,12 @@ TEST(DeviceServer, RefusesWhatDeviceSessionsCannotDoYet) {
   off.port = 0;
   off.draft_tokens = 0;
   ServerOptions o = off;
-  o.draft_tokens = 3;
-  expect_refused(o, "--draft-tokens");
-  o = off;
   o.record_routing = "/tmp/never-made.trace";
   expect_refused(o, "--record-routing");
-  // The prefix cache, on disk too, works on device sessions.
+  // The prefix cache, on disk too, and speculative decoding work on device sessions.
   o = off;
   o.prefix_cache_dir = (std::filesystem::temp_directory_path() / "frank-device-server-store").string();
+  o.draft_tokens = 3;
   EXPECT_NO_THROW({ HttpServer server(*model, tokenizer, o, &device); });
   std::filesystem::remove_all(o.prefix_cache_dir);
 }

@@ -5,6 +5,7 @@
 // a device copy of its streams (device_streams()), which the GPU's MTP drafter reads; they are
 // downloaded only when the caller asks for them on the host.
 #include <algorithm>
+#include <optional>
 
 #include "frank/cuda/device_checkpoint.h"
 #include "frank/engine/verify_target.h"
@@ -13,8 +14,11 @@ namespace frank::cuda {
 
 class CudaVerifyTarget : public engine::VerifyTarget {
  public:
+  // On a session of its own.
   explicit CudaVerifyTarget(CudaModel& model, KvFormat kv = KvFormat::F32)
-      : model_(model), session_(model.new_session(kv)) {}
+      : model_(model), owned_(model.new_session(kv)), session_(*owned_) {}
+  // On `session`, which outlives it (a server's session, cuda/device_sessions.h).
+  CudaVerifyTarget(CudaModel& model, DeviceSession& session) : model_(model), session_(session) {}
 
   const model::ModelConfig& config() const override { return model_.model().config(); }
   int64_t position() const override { return session_.position; }
@@ -37,7 +41,8 @@ class CudaVerifyTarget : public engine::VerifyTarget {
 
  private:
   CudaModel& model_;
-  DeviceSession session_;
+  std::optional<DeviceSession> owned_;
+  DeviceSession& session_;
   DeviceCheckpoint before_;  // the session before the last verify call
   DeviceArray<float> device_streams_;
 };

@@ -1,6 +1,7 @@
 #include "frank/cuda/device_sessions.h"
 
-#include "frank/core/error.h"
+#include "frank/cuda/cuda_mtp_drafter.h"
+#include "frank/cuda/cuda_verify_target.h"
 #include "frank/cuda/session_transfer.h"
 
 namespace frank::cuda {
@@ -9,13 +10,19 @@ namespace {
 class OnDevice : public engine::BackendSession {
  public:
   OnDevice(CudaModel& model, DeviceSession session) : model_(model), session_(std::move(session)) {}
-  Tensor forward(std::span<const int32_t> ids, Tensor* streams) override {
-    if (streams != nullptr) throw Error("the CUDA backend does not return residual streams (no speculative decoding)");
+  Tensor forward(std::span<const int32_t> ids) override {
     return model_.forward(session_, ids, engine::Model::Logits::Last);
   }
   int64_t position() const override { return session_.position; }
   engine::SessionCheckpoint checkpoint() const override { return download_checkpoint(model_, session_); }
   engine::Session to_host() const override { return download_session(model_, session_); }
+  // The drafter reads the streams the target's calls leave in device memory: nothing is downloaded
+  // but logits and drafted ids.
+  engine::Speculation speculation() override {
+    auto target = std::make_unique<CudaVerifyTarget>(model_, session_);
+    auto drafter = std::make_unique<CudaMtpDrafter>(model_, target->device_streams());
+    return {std::move(target), std::move(drafter)};
+  }
 
  private:
   CudaModel& model_;

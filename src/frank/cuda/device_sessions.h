@@ -2,6 +2,7 @@
 // The CUDA backend's sessions for the prefix cache (engine::SessionBackend): each lives in device
 // memory (a DeviceSession); checkpoints and the state the prefix cache keeps are downloaded to the
 // host layout, and a state resumed from the cache is uploaded (session_transfer.h, exact copies).
+// A session speculates as CudaVerifyTarget over it with CudaMtpDrafter (rollback on the device).
 #include "frank/cuda/cuda_model.h"
 #include "frank/engine/session_backend.h"
 

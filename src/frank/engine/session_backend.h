@@ -12,6 +12,7 @@
 #include "frank/engine/model.h"
 #include "frank/engine/session.h"
 #include "frank/engine/session_checkpoint.h"
+#include "frank/engine/speculative.h"
 
 namespace frank::engine {
 
@@ -19,9 +20,8 @@ class BackendSession {
  public:
   virtual ~BackendSession() = default;
   // Feeds `ids` at the next positions: the last position's logits, [1, vocab] (only those are ever
-  // sampled from, so the head runs once per call). With `streams` also the residual streams of
-  // every position; a backend without them (no speculative decoding) throws frank::Error.
-  virtual Tensor forward(std::span<const int32_t> ids, Tensor* streams) = 0;
+  // sampled from, so the head runs once per call).
+  virtual Tensor forward(std::span<const int32_t> ids) = 0;
   // Tokens consumed so far.
   virtual int64_t position() const = 0;
   // A checkpoint at the current position (session_checkpoint.h).
@@ -31,8 +31,12 @@ class BackendSession {
   // The state moved to the host layout; the session is spent. A backend whose state already is
   // in that layout moves it instead of copying.
   virtual Session release_to_host() { return to_host(); }
-  // The state itself where it lives on the host (speculative decoding and routing traces read and
-  // rewind it directly), else null.
+  // Speculative decoding on this session, on its backend: a verify target that feeds, verifies and
+  // rewinds this very session, and the MTP drafter beside it. Both refer to the session (they must
+  // not outlive it); a speculative request feeds its prompt through the target too, whose calls
+  // leave the streams the drafter reads. Throws frank::Error when the model has no MTP block.
+  virtual Speculation speculation() = 0;
+  // The state itself where it lives on the host (routing traces read it), else null.
   virtual Session* host_session() { return nullptr; }
 };
 

@@ -13,6 +13,7 @@
 // argmax, so the tokens are exactly those of plain greedy decoding. A deterministic drafter (q
 // one-hot at its proposal) is allowed with any target distribution.
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
@@ -47,6 +48,14 @@ class Drafter {
   // Up to k proposals for the tokens after `tokens` (the whole sequence so far, including the
   // token the verify step feeds first).
   virtual std::vector<Draft> propose(std::span<const int32_t> tokens, int k) = 0;
+};
+
+// Speculative decoding on one session (engine::BackendSession::speculation): the main model over it
+// as the verify target, and the model's MTP block drafting on the same device. The drafter comes
+// after the target, so it is destroyed first (a GPU drafter reads the target's device streams).
+struct Speculation {
+  std::unique_ptr<VerifyTarget> target;
+  std::unique_ptr<Drafter> drafter;
 };
 
 // The acceptance rule on one verify step: `target[i]` is the model's distribution for draft i

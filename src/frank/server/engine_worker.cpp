@@ -7,7 +7,6 @@
 
 #include "frank/core/error.h"
 #include "frank/core/splitmix64.h"
-#include "frank/engine/mtp_drafter.h"
 
 namespace frank::server {
 namespace {
@@ -69,7 +68,8 @@ void EngineWorker::declare_metrics(Metrics& m) {
   m.declare_counter("frank_draft_tokens_total", "Tokens the MTP block drafted");
   m.declare_histogram("frank_verify_step_draft_tokens", "Tokens drafted per verify step (varies with --draft-tokens auto)",
                       {0, 1, 2, 3, 4, 6, 8, 16});
-  m.declare_histogram("frank_verify_step_experts", "Distinct routed experts a verify step touched, summed over layers",
+  m.declare_histogram("frank_verify_step_experts",
+                      "Distinct routed experts a verify step touched, summed over layers (CPU backend)",
                       {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096});
   m.declare_counter("frank_draft_tokens_accepted_total", "Drafted tokens the verify steps accepted");
   m.declare_counter("frank_draft_accepted_by_position_total",
@@ -97,14 +97,16 @@ EngineWorker::EngineWorker(const engine::Model& model, RequestSessions& sessions
       checkpoint_interval_(checkpoint_interval),
       debug_(debug),
       draft_tokens_(draft_tokens),
+      drafting_(draft_tokens != 0 && model.weights().mtp.has_value()),
       routing_(routing) {
   if (checkpoint_interval <= 0) throw Error("the prefix checkpoint interval must be positive");
   if (draft_tokens == kAutoDraftTokens)
     chooser_.emplace(engine::DraftLengthChooser::auto_limit(model.config().sliding_window));
 }
 
-Tensor EngineWorker::forward(std::span<const int32_t> ids, Tensor* streams) {
-  Tensor logits = sessions_.forward(ids, streams);
+Tensor EngineWorker::forward(std::span<const int32_t> ids, engine::VerifyTarget* target, Tensor* streams) {
+  Tensor logits =
+      target != nullptr ? target->forward(ids, engine::Model::Logits::Last, streams) : sessions_.forward(ids);
   metrics_.add("frank_steps_total", 1);
   if (routing_ != nullptr)
     if (const engine::Session* session = sessions_.host_session())
@@ -159,10 +161,20 @@ JobEnd EngineWorker::generate(Job& job) {
     return end;
   };
 
+  // A speculative request feeds its prompt through the verify target too: the drafter reads the
+  // streams of the last prefill chunk, which starts at `last_chunk`.
+  const bool forced = !req.forced_completion.empty();
+  std::optional<engine::Speculation> speculation;
+  if (drafting_ && !forced) speculation.emplace(sessions_.speculation());
+  engine::VerifyTarget* target = speculation ? speculation->target.get() : nullptr;
+  Tensor prefill_streams;  // the last chunk's, where the drafter reads them on the host
+  Tensor* host_streams = speculation && speculation->drafter->reads_host_streams() ? &prefill_streams : nullptr;
+  int64_t last_chunk = reused;
+
   // Prefill what the cache did not cover, in chunks that end at checkpoint positions (multiples of
   // the interval, and the prompt's end: the next turn of a conversation starts there).
   const int64_t prompt_end = static_cast<int64_t>(req.prompt.size());
-  Tensor logits, prefill_streams;  // the last prefill chunk's logits (last row) and streams (the drafter's)
+  Tensor logits;  // the last prefill chunk's (last row)
   counted_ = {};
   auto is_boundary = [&](int64_t p) {
     return std::find(req.message_boundaries.begin(), req.message_boundaries.end(), p) != req.message_boundaries.end();
@@ -173,8 +185,8 @@ JobEnd EngineWorker::generate(Job& job) {
         std::min({prompt_end, pos + kPrefillChunk, (pos / checkpoint_interval_ + 1) * checkpoint_interval_});
     for (int64_t b : req.message_boundaries)
       if (b > pos && b < next) next = b;
-    logits = forward(std::span<const int32_t>(req.prompt).subspan(pos, next - pos),
-                     drafting_possible() ? &prefill_streams : nullptr);
+    logits = forward(std::span<const int32_t>(req.prompt).subspan(pos, next - pos), target, host_streams);
+    last_chunk = pos;
     pos = next;
     if (pos == prompt_end || pos % checkpoint_interval_ == 0 || is_boundary(pos))
       if (const auto bytes = sessions_.checkpoint()) {
@@ -187,7 +199,6 @@ JobEnd EngineWorker::generate(Job& job) {
   // checks that may end the request; `consumed` is how many tokens the session had taken before
   // this one (as in plain decoding, whatever a verify step fed after it). Returns the finish
   // reason, or nullptr to go on.
-  const bool forced = !req.forced_completion.empty();
   const int limit = forced ? static_cast<int>(req.forced_completion.size()) : req.max_tokens;
   auto emit = [&](std::span<const float> chosen_at, int32_t id, int64_t consumed) -> const char* {
     job.push(token_event(chosen_at, id, req.top_logprobs));
@@ -205,22 +216,19 @@ JobEnd EngineWorker::generate(Job& job) {
   };
   auto row = [](const Tensor& t, int64_t r) { return std::span<const float>(t.row(r), static_cast<size_t>(t.cols())); };
 
-  if (drafting_possible() && !forced) {
+  if (speculation) {
     // Verify steps; a step that emits past the token ending the request is rewound to it.
-    engine::Session& session = *sessions_.host_session();
-    engine::MtpDrafter drafter(model_);
-    engine::CpuVerifyTarget target(model_, session);
-    engine::SpeculativeDecoder decoder(target, drafter, draft_tokens_, req.sampling,
+    engine::SpeculativeDecoder decoder(*target, *speculation->drafter, draft_tokens_, req.sampling,
                                        chooser_ ? &*chooser_ : nullptr);
-    decoder.start(row(logits, logits.rows() - 1), prefill_streams, session.position - prefill_streams.rows());
+    decoder.start(row(logits, logits.rows() - 1), prefill_streams, last_chunk);
     while (true) {
       const int room =
-          std::min(static_cast<int>(context_length_ - session.position) - 1, limit - end.completion_tokens - 1);
-      const int64_t position_before = session.position;
+          std::min(static_cast<int>(context_length_ - target->position()) - 1, limit - end.completion_tokens - 1);
+      const int64_t position_before = target->position();
       const auto step_start = Clock::now();
       const auto emitted = decoder.step(fed, room);
       const double seconds = seconds_since(step_start);
-      record_verify_step(session, emitted.size(), seconds, decoder.stats());
+      record_verify_step(emitted.size(), seconds, decoder.stats());
       for (size_t i = 0; i < emitted.size(); ++i)
         if (const char* why = emit(emitted[i].logits, emitted[i].id, position_before + static_cast<int64_t>(i))) {
           // The request ends inside the step: keep the session at its last emitted token, so the
@@ -240,14 +248,12 @@ JobEnd EngineWorker::generate(Job& job) {
   }
 }
 
-bool EngineWorker::drafting_possible() {
-  return (draft_tokens_ > 0 || chooser_) && model_.weights().mtp.has_value() && sessions_.host_session() != nullptr;
-}
-
-void EngineWorker::record_verify_step(const engine::Session& session, size_t emitted, double seconds,
-                                      const engine::SpeculativeStats& total) {
-  if (routing_ != nullptr) routing_->record(session, experts::StepKind::Verify);
-  metrics_.observe("frank_verify_step_experts", static_cast<double>(experts_touched(session)));
+void EngineWorker::record_verify_step(size_t emitted, double seconds, const engine::SpeculativeStats& total) {
+  // Which experts a step routed to is read from host sessions only.
+  if (const engine::Session* session = sessions_.host_session()) {
+    if (routing_ != nullptr) routing_->record(*session, experts::StepKind::Verify);
+    metrics_.observe("frank_verify_step_experts", static_cast<double>(experts_touched(*session)));
+  }
   metrics_.observe("frank_verify_step_draft_tokens", static_cast<double>(total.drafted - counted_.drafted));
   metrics_.add("frank_steps_total", 1);
   metrics_.add("frank_verify_steps_total", 1);

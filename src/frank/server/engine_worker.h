@@ -1,7 +1,8 @@
 #pragma once
 // Runs one Job on the model, on whatever backend `RequestSessions` wraps: open a session for the
 // prompt (reusing what the backend kept), prefill the rest (asking for checkpoints), then decode
-// token by token (sampled or forced), emitting a TokenEvent per token and a JobEnd; checks for
+// token by token (sampled or forced) or in verify steps (speculative decoding on the sessions'
+// backend), emitting a TokenEvent per token and a JobEnd; checks for
 // stop requests and the deadline between steps, closes the session (kept for later requests) or
 // drops it after a failure, and records the engine-side metrics.
 #include <optional>
@@ -29,9 +30,9 @@ class EngineWorker {
  public:
   // `checkpoint_interval`: tokens between the checkpoints asked of `sessions` (plus one at the end
   // of every prompt and at its message boundaries). draft_tokens > 0: speculative decoding with the
-  // model's MTP block, when it has one and the sessions live on the host; kAutoDraftTokens: the
-  // number drafted per step is chosen from measured costs (draft_length.h). `routing` needs host
-  // sessions too.
+  // model's MTP block, when it has one, on the sessions' backend (RequestSessions::speculation);
+  // kAutoDraftTokens: the number drafted per step is chosen from measured costs (draft_length.h).
+  // `routing` needs host sessions.
   EngineWorker(const engine::Model& model, RequestSessions& sessions, Metrics& metrics, int context_length,
                int64_t checkpoint_interval, EngineDebugOptions debug = {}, int draft_tokens = 0,
                RoutingRecorder* routing = nullptr);
@@ -43,11 +44,10 @@ class EngineWorker {
  private:
   JobEnd generate(Job& job);
   // One forward call on the open session, counted, with the debug faults applied: the last
-  // position's logits, [1, vocab] (and the residual streams of every position into `streams`, when given).
-  Tensor forward(std::span<const int32_t> ids, Tensor* streams = nullptr);
-  bool drafting_possible();
-  void record_verify_step(const engine::Session& session, size_t emitted, double seconds,
-                          const engine::SpeculativeStats& total);
+  // position's logits, [1, vocab]. Through `target` when the request speculates (its calls leave
+  // the streams the drafter reads; on the host into `streams`, when given), else through the sessions.
+  Tensor forward(std::span<const int32_t> ids, engine::VerifyTarget* target = nullptr, Tensor* streams = nullptr);
+  void record_verify_step(size_t emitted, double seconds, const engine::SpeculativeStats& total);
 
   const engine::Model& model_;
   RequestSessions& sessions_;
@@ -56,6 +56,7 @@ class EngineWorker {
   int64_t checkpoint_interval_;
   EngineDebugOptions debug_;
   int draft_tokens_;
+  bool drafting_;  // speculative decoding asked for and the model has an MTP block
   std::optional<engine::DraftLengthChooser> chooser_;  // --draft-tokens auto; kept across requests
   RoutingRecorder* routing_;
   engine::SpeculativeStats counted_;  // the running request's stats already added to the counters

@@ -27,14 +27,10 @@ RequestSessions& HttpServer::sessions(const engine::Model& model, const ServerOp
                                       engine::SessionBackend* device) {
   size_t resident = 0;
   if (device != nullptr) {
-    auto cpu_only = [](bool asked, const char* option, const char* why) {
-      if (asked)
-        throw Error(fmt::format(
-            "{} works on the CPU backend only for now ({}); leave it out or serve with --backend cpu", option, why));
-    };
-    cpu_only(o.draft_tokens != 0, "--draft-tokens",
-             "speculative decoding rewinds the session past rejected drafts, which device sessions cannot yet");
-    cpu_only(!o.record_routing.empty(), "--record-routing", "routing traces read the routed experts of host sessions");
+    if (!o.record_routing.empty())
+      throw Error(
+          "--record-routing works on the CPU backend only for now (routing traces read the routed experts of host "
+          "sessions); leave it out or serve with --backend cpu");
     resident = o.gpu_sessions;
   } else {
     host_sessions_ = std::make_unique<engine::HostSessions>(model);

@@ -33,13 +33,14 @@ class PrefixCachedSessions : public RequestSessions {
       : backend_(backend), cache_(cache), store_(store), metrics_(metrics), resident_capacity_(resident_sessions) {}
 
   int64_t open(std::span<const int32_t> prompt) override;
-  Tensor forward(std::span<const int32_t> ids, Tensor* streams) override { return open_->forward(ids, streams); }
+  Tensor forward(std::span<const int32_t> ids) override { return open_->forward(ids); }
   int64_t position() const override { return open_->position(); }
   std::optional<size_t> checkpoint() override;
   void close(std::vector<int32_t> consumed) override;
   // Also frees the resident sessions: a failure may be the device's (out of memory, a lost
   // context); the prefix cache still holds their state.
   void drop() override;
+  engine::Speculation speculation() override { return open_->speculation(); }
   engine::Session* host_session() override { return open_ ? open_->host_session() : nullptr; }
 
   size_t resident_sessions() const { return resident_.size(); }

@@ -14,6 +14,7 @@
 
 #include "frank/core/tensor.h"
 #include "frank/engine/session.h"
+#include "frank/engine/speculative.h"
 
 namespace frank::server {
 
@@ -24,9 +25,8 @@ class RequestSessions {
   // Opens the session for `prompt` (non-empty): returns how many of its first tokens the session
   // has already consumed (fewer than all of them: the last one's logits start the completion).
   virtual int64_t open(std::span<const int32_t> prompt) = 0;
-  // Feeds `ids` at the session's next positions: the last position's logits, [1, vocab]. With
-  // `streams` (only where host_session() is non-null) also the residual streams of every position.
-  virtual Tensor forward(std::span<const int32_t> ids, Tensor* streams = nullptr) = 0;
+  // Feeds `ids` at the session's next positions: the last position's logits, [1, vocab].
+  virtual Tensor forward(std::span<const int32_t> ids) = 0;
   // Tokens the open session has consumed.
   virtual int64_t position() const = 0;
   // Checkpoints the open session here, so that a later prompt departing at this position resumes
@@ -36,8 +36,11 @@ class RequestSessions {
   virtual void close(std::vector<int32_t> consumed) = 0;
   // Ends a request that failed: the session's state is unknown, nothing of it is reused.
   virtual void drop() = 0;
-  // The open session itself where it lives on the host (the CPU reference), else null: speculative
-  // decoding and routing traces read and rewind it directly.
+  // Speculative decoding on the open session (engine::BackendSession::speculation): the target
+  // and drafter refer to it until the request ends. Throws frank::Error without an MTP block.
+  virtual engine::Speculation speculation() = 0;
+  // The open session itself where it lives on the host (the CPU reference), else null: routing
+  // traces read it.
   virtual engine::Session* host_session() { return nullptr; }
 };
 
