@@ -14,93 +14,20 @@
 // each within that tolerance: 5e-3 x max(1, |logprob|) leaves rounding room.
 #include <gtest/gtest.h>
 
-#include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <stdexcept>
 
-#include "frank/lab/engine_client.h"
-#include "frank/lab/engine_process.h"
-#include "frank/model/tokenizer/byte_level.h"
-#include "cuda/frank_binary.h"
+#include "cuda/cuda_serve_util.h"
 #include "golden/fixture.h"
 
 namespace frank::test {
 namespace {
 
-using nlohmann::json;
-namespace fs = std::filesystem;
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-// A byte-level tokenizer with one token per byte (ids 0..255), no merges: the fixture's vocabulary
-// is 256 and its prompts are token ids, so the tokenizer only names tokens.
-fs::path write_byte_tokenizer(const fs::path& dir) {
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[model::tok::byte_level_spelling(static_cast<uint8_t>(b))] = b;
-  const json file{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}},
-                  {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}},
-                  {"decoder", {{"type", "ByteLevel"}}},
-                  {"added_tokens", json::array()}};
-  const fs::path path = dir / "tokenizer.json";
-  std::ofstream(path) << file.dump();
-  return path;
-}
-
-// One `frank serve` on a free port, stopped at the end of the test.
-struct Server {
-  Server(const std::string& args, const fs::path& log) : port(lab::free_local_port()) {
-    const std::string command = fmt::format("exec {} serve --port {} {}", frank_binary().string(), port, args);
-    process = std::make_unique<lab::EngineProcess>(command, log);
-    process->wait_healthy(url(), "/health", std::chrono::seconds(180));
-    client = std::make_unique<lab::EngineClient>(url(), std::chrono::seconds(120));
-  }
-  std::string url() const { return fmt::format("http://127.0.0.1:{}", port); }
-  int port;
-  std::unique_ptr<lab::EngineProcess> process;
-  std::unique_ptr<lab::EngineClient> client;
-};
-
-struct Completion {
-  std::vector<int32_t> ids;
-  std::vector<double> logprobs;
-  std::vector<double> top2_gap;  // CPU side: logprob of the best token minus the second's
-  int cached_tokens = -1;
-  std::string text;
-};
-
-int32_t token_id(const std::string& name) { return std::stoi(name.substr(name.find(':') + 1)); }
-
-// A greedy completion of `prompt` (token ids), `max_tokens` long, with the top-2 log-probabilities.
-Completion complete(Server& s, const std::vector<int32_t>& prompt, int max_tokens) {
-  const json body{{"prompt", prompt},    {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true},
-                  {"logprobs", 2},       {"return_tokens_as_token_ids", true}};
-  const lab::HttpReply reply = s.client->post_json("/v1/completions", body);
-  if (!reply.ok()) throw std::runtime_error(s.url() + ": " + reply.failure());
-  const json doc = json::parse(reply.body);
-  if (doc.contains("error")) throw std::runtime_error(s.url() + ": " + doc.dump());
-  const json& lp = doc.at("choices").at(0).at("logprobs");
-  Completion c;
-  for (size_t i = 0; i < lp.at("tokens").size(); ++i) {
-    c.ids.push_back(token_id(lp["tokens"][i].get<std::string>()));
-    c.logprobs.push_back(lp["token_logprobs"][i].get<double>());
-    std::vector<double> top;
-    for (const auto& [name, value] : lp["top_logprobs"][i].items()) top.push_back(value.get<double>());
-    std::sort(top.begin(), top.end(), std::greater<>());
-    c.top2_gap.push_back(top.size() >= 2 ? top[0] - top[1] : INFINITY);
-  }
-  c.cached_tokens = doc.at("usage").at("prompt_tokens_details").at("cached_tokens").get<int>();
-  c.text = doc.at("choices").at(0).at("text").get<std::string>();
-  return c;
-}
+using namespace serve;
 
 // The CUDA completion against the CPU's: the same tokens up to a near-tie, the log-probabilities
 // within tolerance. Returns how many tokens were compared.
@@ -124,18 +51,6 @@ size_t expect_same(const Completion& cuda, const Completion& cpu, const std::str
                            cuda.cached_tokens, i == cpu.ids.size() ? "yes" : fmt::format("{} of {}", i, cpu.ids.size()),
                            worst);
   return i;
-}
-
-std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// Value of an unlabelled counter in a /metrics text (-1 when absent).
-double metric(Server& s, const std::string& name) {
-  const std::string text = s.client->get("/metrics").body;
-  const auto at = text.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
 }
 
 TEST(CudaServe, GreedyCompletionsEqualTheCpuServersAndContinuedSessionsAreReused) {
@@ -221,13 +136,6 @@ TEST(CudaServe, Bf16ContinuedSessionEqualsAFreshOne) {
   expect_same(continued, fresh, "bf16 continued vs fresh");
   cuda.process->stop();
   fs::remove_all(tmp);
-}
-
-// Value of a counter series with labels, e.g. frank_prefix_cache_hits_total{tier="gpu"} (0 when absent).
-double labelled(Server& s, const std::string& name_and_labels) {
-  const std::string text = s.client->get("/metrics").body, key = "\n" + name_and_labels + " ";
-  const auto at = text.find(key);
-  return at == std::string::npos ? 0 : std::stod(text.substr(at + key.size()));
 }
 
 // The prefix cache's tiers on `--backend cuda --gpu-sessions 1 --prefix-cache-dir DIR`: two
