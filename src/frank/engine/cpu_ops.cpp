@@ -139,10 +139,11 @@ namespace {
 
 // Per token t at pos = start + t: its window rows (pos-W, pos], oldest first (earlier ones from the
 // ring, the chunk's own from kv), then the entry rows `entries(t, pos, keys)` appends; every head
-// attends to them with its sink. [n, heads * head_dim], heads = q.cols() / head_dim.
+// attends to them with its sink, and the K=V rows' RoPE is undone on its output at pos.
+// [n, heads * head_dim], heads = q.cols() / head_dim.
 template <class Entries>
 Tensor attend_rows(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
-                   const Tensor& sinks, Entries&& entries) {
+                   const Tensor& sinks, const RopeTable& rope, Entries&& entries) {
   const int64_t hd = kv.cols(), H = q.cols() / hd;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   Tensor heads({q.rows(), H * hd});
@@ -153,10 +154,11 @@ Tensor attend_rows(const Tensor& q, const Tensor& kv, const std::vector<float>& 
     for (int64_t p = std::max<int64_t>(0, pos - window + 1); p <= pos; ++p)
       keys.push_back(p < start ? ring.data() + (p % window) * hd : kv.row(p - start));
     entries(t, pos, keys);
-    for (int64_t h = 0; h < H; ++h)
+    for (int64_t h = 0; h < H; ++h) {
       attend_with_sink(q.row(t) + h * hd, keys, sinks.data[h], static_cast<int>(hd), scale, heads.row(t) + h * hd);
+      rope.apply(heads.row(t) + h * hd, static_cast<int>(hd), pos, /*inverse=*/true);
+    }
   }
-  rope(heads, H, hd, start, a.rope(), /*inverse=*/true);
   return heads;
 }
 
@@ -166,7 +168,7 @@ Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, const LayerState& state
                       const Selection* selected) const {
   const int64_t hd = a.config().head_dim;
   const float* entries = state.compressor.entries.data();
-  return attend_rows(q, kv, state.window, start, a.config().sliding_window, a.weights().sinks,
+  return attend_rows(q, kv, state.window, start, a.config().sliding_window, a.weights().sinks, a.rope(),
                      [&](int64_t t, int64_t pos, std::vector<const float*>& keys) {
                        if (selected != nullptr) {
                          for (int64_t e : (*selected)[t]) keys.push_back(entries + e * hd);
@@ -178,9 +180,10 @@ Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, const LayerState& state
 }
 
 Tensor CpuOps::attend_v41(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
-                          const Tensor& sinks, const V41Source* entries, const Selection* selected) const {
+                          const Tensor& sinks, const RopeTable& rope, const V41Source* entries,
+                          const Selection* selected) const {
   const int64_t hd = kv.cols();
-  return attend_rows(q, kv, ring, start, window, sinks, [&](int64_t t, int64_t, std::vector<const float*>& keys) {
+  return attend_rows(q, kv, ring, start, window, sinks, rope, [&](int64_t t, int64_t, std::vector<const float*>& keys) {
     if (entries == nullptr || selected == nullptr) return;
     for (int64_t e : (*selected)[t]) keys.push_back(entries->entries.data() + e * hd);
   });

@@ -131,9 +131,11 @@ class CpuOps {
   // mask's end are outside it), sorted by index.
   Selection select_entries(const Tensor& scores, int64_t start, int ratio, const Candidates* within, int topk) const;
   // attend's math for V4.1 (heads = q.cols() / head_dim): each token's window rows (earlier ones
-  // from `ring`, the chunk's own from kv), then `entries`' rows `selected` (none when null).
+  // from `ring`, the chunk's own from kv), then `entries`' rows `selected` (none when null); the
+  // output's RoPE undone with `rope` at the query's position, as attend does.
   Tensor attend_v41(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
-                    const Tensor& sinks, const V41Source* entries, const Selection* selected) const;
+                    const Tensor& sinks, const RopeTable& rope, const V41Source* entries,
+                    const Selection* selected) const;
   // window_store on a V4.1 layer's ring.
   void window_store(std::vector<float>& ring, const Tensor& kv, int64_t start, int window) const;
 

@@ -137,10 +137,9 @@ typename Ops::Array v41_attention_forward(Ops& ops, const model::V41Config& c, c
   // A sliding-only layer, or one before any index source has selected, attends its window alone.
   const bool with_entries = ratio > 0 && shared.entries != nullptr && shared.selection.has_value();
   auto& window = session.windows[layer];
-  Array heads = ops.attend_v41(q, kv, window, start, W, w.sinks, with_entries ? shared.entries : nullptr,
-                               with_entries ? &*shared.selection : nullptr);
-  // K=V carried RoPE into the values: undo it at the query's position.
-  ops.rope(heads, H, hd, start, rope, /*inverse=*/true);
+  // K=V carried RoPE into the values: attend_v41 undoes it at the query's position.
+  const Array heads = ops.attend_v41(q, kv, window, start, W, w.sinks, rope, with_entries ? shared.entries : nullptr,
+                                     with_entries ? &*shared.selection : nullptr);
   ops.window_store(window, kv, start, W);
   const Array low = ops.grouped_linear(heads, w.o_a_proj, c.o_groups);
   return ops.linear(low, w.o_b_proj);
