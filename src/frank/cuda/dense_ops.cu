@@ -10,11 +10,19 @@
 // (NT = 1, 2, 4 or 8, a template argument, so one token keeps few registers); each loaded weight
 // is applied to all of them, so for n <= 8 every weight is read once. More tokens take further
 // passes over the warp's rows, which the previous pass has just brought into L2.
+//
+// FP8 / FP4 weights (weight_format.h) take the same path: a lane's 16-byte load holds 16 e4m3 (in
+// one FP8 block) or 32 e2m1 (one scale group), decoded 8 at a time with integer ops into fp16
+// pairs (fp8_fp4_decode.h), widened to fp32 and multiplied by the block's power-of-two scale: each
+// weight is exact, and the sums are those of the fp32 weights in the same order.
 #include <algorithm>
 #include <cstdint>
 
-#include "frank/cuda/ops.cuh"
+#include <cuda_fp16.h>
+
+#include "frank/cuda/fp8_fp4_decode.h"
 #include "frank/cuda/launch.cuh"
+#include "frank/cuda/ops.cuh"
 #include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
@@ -50,41 +58,11 @@ __device__ uint4 load_stream(const void* p) {
   return v;
 }
 
-__device__ float to_float(float v) { return v; }
-__device__ float to_float(uint16_t v) { return __uint_as_float(uint32_t{v} << 16); }
-
-// V weights of type W as loaded (`bits`), then as fp32. A 16-byte chunk holds 4 fp32 or 8 bf16;
-// bf16 is the high half of an fp32, element 2i in the low half of word i (little-endian).
-template <class W, int V>
-struct Chunk {
-  W bits;  // V = 1
-  __device__ void load(const W* p) { bits = __ldg(p); }
-  __device__ void unpack(float (&v)[1]) const { v[0] = to_float(bits); }
-};
-template <>
-struct Chunk<float, 4> {
-  uint4 bits;
-  __device__ void load(const float* p) { bits = load_stream(p); }
-  __device__ void unpack(float (&v)[4]) const {
-    v[0] = __uint_as_float(bits.x), v[1] = __uint_as_float(bits.y);
-    v[2] = __uint_as_float(bits.z), v[3] = __uint_as_float(bits.w);
-  }
-};
-template <>
-struct Chunk<uint16_t, 8> {
-  uint4 bits;
-  __device__ void load(const uint16_t* p) { bits = load_stream(p); }
-  __device__ void unpack(float (&v)[8]) const {
-    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
-    for (int i = 0; i < 4; ++i) {
-      v[2 * i] = __uint_as_float(words[i] << 16);
-      v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-    }
-  }
-};
-
 // out = groups * group_rows rows of `in` weights; row o belongs to group o / group_rows, which
-// reads x columns (o / group_rows) * in ..; y column o (one group: a plain linear).
+// reads x columns (o / group_rows) * in ..; y column o (one group: a plain linear). Row o's values
+// start at byte o * row_bytes of w. A quantised weight's scale of element (o, k) is the byte
+// scales[(o >> row_shift) * scale_cols + (k >> col_shift)]: FP8 blocks of B x B (both shifts
+// log2 B), FP4 groups of 32 along a row (0 and 5).
 struct LinearArgs {
   const float* x;
   int64_t ldx;
@@ -93,6 +71,135 @@ struct LinearArgs {
   int64_t out, in, group_rows;
   float* y;
   int64_t ldy;
+  int64_t row_bytes;
+  const uint8_t* scales;
+  int64_t scale_cols;
+  int row_shift, col_shift;
+};
+
+// Weight element types of the kernels besides float and bf16 (uint16_t): the official formats.
+struct Fp8 {};
+struct Fp4 {};
+
+// 2^(s - 127 + fp16_shift) for the scale byte s of element (row, k): the ue8m0 scale times the
+// power of two the fp16 decoding divided by (fp8_fp4_decode.h). Exponent field s + fp16_shift,
+// clamped to 255 (inf) where the product leaves fp32.
+__device__ float block_scale(const LinearArgs& a, int64_t row, int64_t k, uint32_t fp16_shift) {
+  const uint32_t s = __ldg(a.scales + (row >> a.row_shift) * a.scale_cols + (k >> a.col_shift));
+  return __uint_as_float(min(s + fp16_shift, 255u) << 23);
+}
+
+// The two fp16 of a decoded pair as fp32 (exact).
+__device__ float2 half_pair(uint32_t bits) {
+  __half2_raw raw;
+  raw.x = static_cast<unsigned short>(bits & 0xffffu);
+  raw.y = static_cast<unsigned short>(bits >> 16);
+  return __half22float2(__half2(raw));
+}
+
+// Chunk c of a row: V weights of type W, loaded as raw bits (with their scale, for the quantised
+// types) and unpacked to fp32 kPiece at a time (piece p: elements p * kPiece ..), so a chunk of 16
+// or 32 quantised weights keeps only 8 of them as floats at once. A 16-byte chunk holds 4 fp32,
+// 8 bf16 (the high half of an fp32, element 2i in the low half of word i), 16 e4m3 or 32 e2m1;
+// V = 1 is the scalar path (one element a lane).
+template <class W, int V>
+struct Chunk {
+  static constexpr int kPiece = 1;
+  W bits;
+  __device__ void load(const LinearArgs&, const uint8_t* row, int64_t, int64_t c) {
+    bits = __ldg(reinterpret_cast<const W*>(row) + c);
+  }
+  __device__ void unpack(int, float (&v)[1]) const {
+    if constexpr (sizeof(W) == 4)
+      v[0] = bits;
+    else
+      v[0] = __uint_as_float(uint32_t{bits} << 16);
+  }
+};
+template <>
+struct Chunk<float, 4> {
+  static constexpr int kPiece = 4;
+  uint4 bits;
+  __device__ void load(const LinearArgs&, const uint8_t* row, int64_t, int64_t c) { bits = load_stream(row + c * 16); }
+  __device__ void unpack(int, float (&v)[4]) const {
+    v[0] = __uint_as_float(bits.x), v[1] = __uint_as_float(bits.y);
+    v[2] = __uint_as_float(bits.z), v[3] = __uint_as_float(bits.w);
+  }
+};
+template <>
+struct Chunk<uint16_t, 8> {
+  static constexpr int kPiece = 8;
+  uint4 bits;
+  __device__ void load(const LinearArgs&, const uint8_t* row, int64_t, int64_t c) { bits = load_stream(row + c * 16); }
+  __device__ void unpack(int, float (&v)[8]) const {
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(words[i] << 16);
+      v[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+};
+// 16 e4m3: word i holds elements 4i .. 4i+3 (byte j: element 4i + j); one FP8 block.
+template <>
+struct Chunk<Fp8, 16> {
+  static constexpr int kPiece = 8;
+  uint4 bits;
+  float scale;
+  __device__ void load(const LinearArgs& a, const uint8_t* row, int64_t r, int64_t c) {
+    bits = load_stream(row + c * 16);
+    scale = block_scale(a, r, c * 16, kE4m3Fp16Shift);
+  }
+  __device__ void unpack(int p, float (&v)[8]) const {
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t w = words[2 * p + h];
+      const float2 even = half_pair(e4m3_pair_02(w)), odd = half_pair(e4m3_pair_13(w));
+      v[4 * h] = even.x * scale, v[4 * h + 1] = odd.x * scale;
+      v[4 * h + 2] = even.y * scale, v[4 * h + 3] = odd.y * scale;
+    }
+  }
+};
+template <>
+struct Chunk<Fp8, 1> {
+  static constexpr int kPiece = 1;
+  uint32_t bits;
+  float scale;
+  __device__ void load(const LinearArgs& a, const uint8_t* row, int64_t r, int64_t c) {
+    bits = __ldg(row + c);
+    scale = block_scale(a, r, c, kE4m3Fp16Shift);
+  }
+  __device__ void unpack(int, float (&v)[1]) const { v[0] = half_pair(e4m3_pair_02(bits)).x * scale; }
+};
+// 32 e2m1, one scale group: word i holds elements 8i .. 8i+7 (nibble j: element 8i + j).
+template <>
+struct Chunk<Fp4, 32> {
+  static constexpr int kPiece = 8;
+  uint4 bits;
+  float scale;
+  __device__ void load(const LinearArgs& a, const uint8_t* row, int64_t r, int64_t c) {
+    bits = load_stream(row + c * 16);
+    scale = block_scale(a, r, c * 32, kE2m1Fp16Shift);
+  }
+  __device__ void unpack(int p, float (&v)[8]) const {
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+    const uint32_t w = words[p];
+    const float2 p0 = half_pair(e2m1_pair<0>(w)), p1 = half_pair(e2m1_pair<1>(w));
+    const float2 p2 = half_pair(e2m1_pair<2>(w)), p3 = half_pair(e2m1_pair<3>(w));
+    v[0] = p0.x * scale, v[1] = p1.x * scale, v[2] = p2.x * scale, v[3] = p3.x * scale;
+    v[4] = p0.y * scale, v[5] = p1.y * scale, v[6] = p2.y * scale, v[7] = p3.y * scale;
+  }
+};
+template <>
+struct Chunk<Fp4, 1> {
+  static constexpr int kPiece = 1;
+  uint32_t bits;  // the element's nibble in bits 0-3
+  float scale;
+  __device__ void load(const LinearArgs& a, const uint8_t* row, int64_t r, int64_t c) {
+    bits = uint32_t{__ldg(row + c / 2)} >> (c % 2 * 4);  // low nibble first
+    scale = block_scale(a, r, c, kE2m1Fp16Shift);
+  }
+  __device__ void unpack(int, float (&v)[1]) const { v[0] = half_pair(e2m1_pair<0>(bits)).x * scale; }
 };
 
 // y[t, o] for the warp's R rows (o = row0 ..; all in one group) over its part of `in`: lane l
@@ -108,8 +215,13 @@ __global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, part = warp % P;
   const int64_t row0 = (int64_t{blockIdx.x} * kGroups + warp / P) * R;
   const bool live = row0 < a.out;
-  const W* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = static_cast<const W*>(a.w) + (row0 + r < a.out ? row0 + r : a.out - 1) * a.in;
+  using C = Chunk<W, V>;
+  int64_t row_of[R];
+  const uint8_t* rows[R];
+  for (int r = 0; r < R; ++r) {
+    row_of[r] = row0 + r < a.out ? row0 + r : a.out - 1;
+    rows[r] = static_cast<const uint8_t*>(a.w) + row_of[r] * a.row_bytes;
+  }
   const float* x = a.x + (live ? row0 / a.group_rows : 0) * a.in;
   // The warp's part of the row in chunks of V: a multiple of 32 chunks (the last part may be short).
   const int64_t chunks = a.in / V, per = (chunks + 32 * P - 1) / (32 * P) * 32;
@@ -119,28 +231,31 @@ __global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs
     const float* xt = x + t0 * a.ldx;
     float acc[M] = {};
     for (int64_t c = begin + lane; c < end; c += 32 * kUnroll) {
-      Chunk<W, V> wc[kUnroll][R];
+      C wc[kUnroll][R];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          if (c + 32 * u < end) wc[u][r].load(rows[r] + (c + 32 * u) * V);
+          if (c + 32 * u < end) wc[u][r].load(a, rows[r], row_of[r], c + 32 * u);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (c + 32 * u >= end) break;
-        const int64_t k = (c + 32 * u) * V;
-        float wv[R][V];
 #pragma unroll
-        for (int r = 0; r < R; ++r) wc[u][r].unpack(wv[r]);
+        for (int p = 0; p < V / C::kPiece; ++p) {
+          const int64_t k = (c + 32 * u) * V + p * C::kPiece;
+          float wv[R][C::kPiece];
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          if (t >= nt) break;
-          float xv[V];
-          load(xt + t * a.ldx + k, xv);
+          for (int r = 0; r < R; ++r) wc[u][r].unpack(p, wv[r]);
 #pragma unroll
-          for (int r = 0; r < R; ++r)
+          for (int t = 0; t < NT; ++t) {
+            if (t >= nt) break;
+            float xv[C::kPiece];
+            load(xt + t * a.ldx + k, xv);
 #pragma unroll
-            for (int v = 0; v < V; ++v) acc[r * NT + t] = fmaf(wv[r][v], xv[v], acc[r * NT + t]);
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+              for (int v = 0; v < C::kPiece; ++v) acc[r * NT + t] = fmaf(wv[r][v], xv[v], acc[r * NT + t]);
+          }
         }
       }
     }
@@ -313,19 +428,33 @@ cudaError_t linear_grouped(const float* x, int64_t ldx, int n, const void* w, We
                            int64_t in, float* y, int64_t ldy, cudaStream_t stream) {
   if (!x || !w || !y || n < 0 || groups < 1 || rows < 1 || in < 1 || ldx < groups * in || ldy < groups * rows)
     return cudaErrorInvalidValue;
-  if (wt != WeightType::F32 && wt != WeightType::BF16) return cudaErrorInvalidValue;
+  if (wt != WeightType::F32 && wt != WeightType::BF16 && !is_quantized(wt)) return cudaErrorInvalidValue;
+  if (wt == WeightType::Fp4 && in % 32 != 0) return cudaErrorInvalidValue;
   const int64_t out = groups * rows;
   if ((out + kLinearWarps - 1) / kLinearWarps > 0x7fffffff) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const LinearArgs a{x, ldx, n, w, out, in, rows, y, ldy};
+  LinearArgs a{x, ldx, n, w, out, in, rows, y, ldy, weight_value_bytes(wt, 1, in), nullptr, 0, 0, 0};
+  if (is_quantized(wt)) {
+    a.scales = static_cast<const uint8_t*>(w) + weight_scale_offset(wt, out, in);
+    const int block = fp8_block(wt);
+    a.row_shift = block == 128 ? 7 : block == 32 ? 5 : 0;
+    a.col_shift = block == 128 ? 7 : 5;
+    a.scale_cols = block ? (in + block - 1) / block : in / 32;
+  }
   // 16-byte loads need every weight row, activation row and group slice to start 16-byte aligned,
   // and a warp's 4 rows must share a group. Otherwise one row a warp, one element a lane.
-  const int64_t per16 = wt == WeightType::F32 ? 4 : 8;
   const bool vec =
-      aligned16(w) && aligned16(x) && in % per16 == 0 && ldx % 4 == 0 && (groups == 1 || rows % kRows == 0);
-  if (wt == WeightType::F32)
-    return vec ? launch_vector<float, 4>(a, stream) : launch_linear<float, 1, 1, 1, kTokens>(a, stream);
-  return vec ? launch_vector<uint16_t, 8>(a, stream) : launch_linear<uint16_t, 1, 1, 1, kTokens>(a, stream);
+      aligned16(w) && aligned16(x) && a.row_bytes % 16 == 0 && ldx % 4 == 0 && (groups == 1 || rows % kRows == 0);
+  switch (wt) {
+    case WeightType::F32:
+      return vec ? launch_vector<float, 4>(a, stream) : launch_linear<float, 1, 1, 1, kTokens>(a, stream);
+    case WeightType::BF16:
+      return vec ? launch_vector<uint16_t, 8>(a, stream) : launch_linear<uint16_t, 1, 1, 1, kTokens>(a, stream);
+    case WeightType::Fp4:
+      return vec ? launch_vector<Fp4, 32>(a, stream) : launch_linear<Fp4, 1, 1, 1, kTokens>(a, stream);
+    default:
+      return vec ? launch_vector<Fp8, 16>(a, stream) : launch_linear<Fp8, 1, 1, 1, kTokens>(a, stream);
+  }
 }
 
 cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int64_t out, int64_t in, float* y,
