@@ -126,7 +126,7 @@ CudaOps::Array CudaOps::linear(const Array& x, const LinearWeight& w) const {
   if (x.cols() != l.cols)
     throw Error(fmt::format("CUDA linear: input of {} columns for a weight of {}", x.cols(), l.cols));
   Array y({x.rows(), l.rows}, stream_);
-  count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
+  count(static_cast<double>(l.bytes()), 0);
   check(cuda::linear(x.data(), l.cols, static_cast<int>(x.rows()), l.data, l.type, l.rows, l.cols, y.data(), l.rows,
                      stream_),
         "linear");
@@ -140,7 +140,7 @@ CudaOps::Array CudaOps::linear_per_stream(const Array& x, const LinearWeight& w,
     throw Error(fmt::format("CUDA linear per stream: rows of {} columns for {} streams of {}", x.cols(), N, l.cols));
   // [n, N*in] is [n*N, in] row-major: one row per stream.
   Array y({x.rows(), N * l.rows}, stream_);
-  count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
+  count(static_cast<double>(l.bytes()), 0);
   check(cuda::linear(x.data(), l.cols, static_cast<int>(x.rows() * N), l.data, l.type, l.rows, l.cols, y.data(),
                      l.rows, stream_),
         "linear per stream");
@@ -162,7 +162,7 @@ CudaOps::Array CudaOps::grouped_linear(const Array& x, const LinearWeight& w, in
   if (group_in != l.cols || R * groups != l.rows)
     throw Error("CUDA grouped linear: the groups do not divide the weight and the input alike");
   Array y({x.rows(), l.rows}, stream_);
-  count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
+  count(static_cast<double>(l.bytes()), 0);
   check(cuda::linear_grouped(x.data(), x.cols(), static_cast<int>(x.rows()), l.data, l.type, groups, R, l.cols,
                              y.data(), l.rows, stream_),
         "grouped_linear");

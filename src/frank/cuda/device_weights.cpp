@@ -10,6 +10,7 @@
 #include "frank/core/splitmix64.h"
 #include "frank/cpu/quantized_linear.h"
 #include "frank/cuda/device_array.h"
+#include "frank/cuda/native_weight.h"
 #include "frank/cuda/synthetic_fill.cuh"
 
 namespace frank::cuda {
@@ -76,12 +77,23 @@ const void* DeviceWeights::upload_linear(std::span<const float> values) {
 }
 
 const DeviceWeights::Linear& DeviceWeights::linear(const LinearWeight& host) {
+  if (!host.quantized || host.quantized->format == QuantizedMatrix::Format::Exl3) return dense_linear(host);
+  auto it = linear_.find(&host);
+  if (it != linear_.end()) return it->second;
+  const QuantizedMatrix& q = *host.quantized;
+  cpu::check_quantized_matrix(q);
+  const std::vector<uint8_t> bytes = native_bytes(q);
+  const Linear l{upload(bytes.data(), bytes.size()), native_type(q), q.rows, q.cols};
+  return linear_.emplace(&host, l).first->second;
+}
+
+const DeviceWeights::Linear& DeviceWeights::dense_linear(const LinearWeight& host) {
   auto it = linear_.find(&host);
   if (it != linear_.end()) return it->second;
   Linear l{nullptr, linear_type_, host.rows(), host.cols()};
   if (host.quantized) {
-    // No FP8/FP4 kernels yet: decoded on the host. The decoded values are exact in fp32 and bf16
-    // alike, so the GPU computes with the checkpoint's weights, at 2-4x their memory.
+    // Decoded on the host: FP8 / FP4 values are exact in fp32 and bf16 alike, so the GPU computes
+    // with the checkpoint's weights, at 2-8x their memory.
     l.data = upload_linear(cpu::dequantize(*host.quantized));
   } else if (host.dense.data.empty() && l.rows > 0) {
     l.data = generate(l.rows * l.cols, linear_type_, static_cast<float>(1.0 / std::sqrt(static_cast<double>(l.cols))));
@@ -116,9 +128,9 @@ const ExpertTables& DeviceWeights::experts(const model::MoeWeights& moe) {
       continue;
     }
     const model::ExpertWeights& x = e < moe.experts.size() ? moe.experts[e] : moe.shared;
-    gate.push_back(linear(x.gate).data);
-    up.push_back(linear(x.up).data);
-    down.push_back(linear(x.down).data);
+    gate.push_back(dense_linear(x.gate).data);
+    up.push_back(dense_linear(x.up).data);
+    down.push_back(dense_linear(x.down).data);
   }
   const size_t bytes = gate.size() * sizeof(const void*);
   ExpertTables t{static_cast<const void* const*>(upload(gate.data(), bytes)),
