@@ -17,6 +17,7 @@
 // weight is exact, and the sums are those of the fp32 weights in the same order.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_fp16.h>
 
@@ -101,7 +102,10 @@ __device__ float2 half_pair(uint32_t bits) {
 // types) and unpacked to fp32 kPiece at a time (piece p: elements p * kPiece ..), so a chunk of 16
 // or 32 quantised weights keeps only 8 of them as floats at once. A 16-byte chunk holds 4 fp32,
 // 8 bf16 (the high half of an fp32, element 2i in the low half of word i), 16 e4m3 or 32 e2m1;
-// V = 1 is the scalar path (one element a lane).
+// V = 1 is the scalar path (one element a lane). load(a, row, r, c): `row` points at row r's
+// values (rows past the end: the last row), r is the row index unclamped: an FP8 block row is the
+// same for a warp's 4 rows (4 | row0, 4 | B) even past the end, so their scale loads are one, while
+// FP4's per-row scale clamps r itself.
 template <class W, int V>
 struct Chunk {
   static constexpr int kPiece = 1;
@@ -179,7 +183,7 @@ struct Chunk<Fp4, 32> {
   float scale;
   __device__ void load(const LinearArgs& a, const uint8_t* row, int64_t r, int64_t c) {
     bits = load_stream(row + c * 16);
-    scale = block_scale(a, r, c * 32, kE2m1Fp16Shift);
+    scale = block_scale(a, min(r, a.out - 1), c * 32, kE2m1Fp16Shift);
   }
   __device__ void unpack(int p, float (&v)[8]) const {
     const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
@@ -197,7 +201,7 @@ struct Chunk<Fp4, 1> {
   float scale;
   __device__ void load(const LinearArgs& a, const uint8_t* row, int64_t r, int64_t c) {
     bits = uint32_t{__ldg(row + c / 2)} >> (c % 2 * 4);  // low nibble first
-    scale = block_scale(a, r, c, kE2m1Fp16Shift);
+    scale = block_scale(a, min(r, a.out - 1), c, kE2m1Fp16Shift);
   }
   __device__ void unpack(int, float (&v)[1]) const { v[0] = half_pair(e2m1_pair<0>(bits)).x * scale; }
 };
@@ -216,12 +220,14 @@ __global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs
   const int64_t row0 = (int64_t{blockIdx.x} * kGroups + warp / P) * R;
   const bool live = row0 < a.out;
   using C = Chunk<W, V>;
-  int64_t row_of[R];
+  // Steps of loads in flight: kUnroll, but one for 8 tokens of FP8 / FP4, whose decoded pieces
+  // would not fit the registers beside two steps' loads and 32 sums (the loads of 16 warps a
+  // multiprocessor still keep 32 KB in flight, and 8 tokens of these types are bound by the fp32
+  // FMAs, not by memory).
+  constexpr bool kQuantized = std::is_same_v<W, Fp8> || std::is_same_v<W, Fp4>;
+  constexpr int U = kQuantized && NT == kTokens ? 1 : kUnroll;
   const uint8_t* rows[R];
-  for (int r = 0; r < R; ++r) {
-    row_of[r] = row0 + r < a.out ? row0 + r : a.out - 1;
-    rows[r] = static_cast<const uint8_t*>(a.w) + row_of[r] * a.row_bytes;
-  }
+  for (int r = 0; r < R; ++r) rows[r] = static_cast<const uint8_t*>(a.w) + min(row0 + r, a.out - 1) * a.row_bytes;
   const float* x = a.x + (live ? row0 / a.group_rows : 0) * a.in;
   // The warp's part of the row in chunks of V: a multiple of 32 chunks (the last part may be short).
   const int64_t chunks = a.in / V, per = (chunks + 32 * P - 1) / (32 * P) * 32;
@@ -230,15 +236,15 @@ __global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs
     const int nt = a.n - t0 < NT ? a.n - t0 : NT;
     const float* xt = x + t0 * a.ldx;
     float acc[M] = {};
-    for (int64_t c = begin + lane; c < end; c += 32 * kUnroll) {
-      C wc[kUnroll][R];
+    for (int64_t c = begin + lane; c < end; c += 32 * U) {
+      C wc[U][R];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+      for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          if (c + 32 * u < end) wc[u][r].load(a, rows[r], row_of[r], c + 32 * u);
+          if (c + 32 * u < end) wc[u][r].load(a, rows[r], row0 + r, c + 32 * u);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < U; ++u) {
         if (c + 32 * u >= end) break;
 #pragma unroll
         for (int p = 0; p < V / C::kPiece; ++p) {
