@@ -26,19 +26,6 @@ using frank_test::DeviceBuffer;
 constexpr int kWarmup = 8, kTimed = 200;
 constexpr int64_t kMinBytes = int64_t{512} << 20;
 
-const char* name(cuda::WeightType t) {
-  switch (t) {
-    case cuda::WeightType::BF16:
-      return "bf16";
-    case cuda::WeightType::Fp8Block128:
-      return "fp8/128";
-    case cuda::WeightType::Fp8Block32:
-      return "fp8/32";
-    default:
-      return "fp4";
-  }
-}
-
 // Microseconds per call of y = W x for n tokens, W [out, in] of type t.
 double time_linear(cuda::WeightType t, int64_t out, int64_t in, int n, cudaStream_t stream) {
   const int64_t bytes = cuda::weight_bytes(t, out, in);
@@ -96,7 +83,8 @@ int main() {
         const double bytes = static_cast<double>(cuda::weight_bytes(t, s[0], s[1]));
         const double rate = bytes / (us * 1e-6);
         std::printf("| %lldx%lld | %s | %d | %.1f | %.2f | %.0f | %.0f%% |\n", static_cast<long long>(s[0]),
-                    static_cast<long long>(s[1]), name(t), n, us, bytes / 1e6, rate / 1e9, 100.0 * rate / bandwidth);
+                    static_cast<long long>(s[1]), cuda::weight_type_name(t), n, us, bytes / 1e6, rate / 1e9,
+                    100.0 * rate / bandwidth);
       }
   CUDA_OK(cudaStreamDestroy(stream));
   return 0;

@@ -45,6 +45,7 @@ class Random {
     return v;
   }
   uint64_t next() { return gen_(); }
+  frank::SplitMix64& gen() { return gen_; }
 
  private:
   frank::SplitMix64 gen_;
@@ -83,46 +84,14 @@ std::string format(const char* f, Args... args) {
   return buf;
 }
 
-const char* type_name(cuda::WeightType wt) {
-  switch (wt) {
-    case cuda::WeightType::F32:
-      return "f32";
-    case cuda::WeightType::BF16:
-      return "bf16";
-    case cuda::WeightType::Fp8Block128:
-      return "fp8/128";
-    case cuda::WeightType::Fp8Block32:
-      return "fp8/32";
-    default:
-      return "fp4";
-  }
-}
-
-// Random codes and scales of an FP8 (block 128 or 32) or FP4 weight [out, in]. e4m3 codes avoid
-// the two NaN codes (no checkpoint holds them; fp8_fp4_decode.h); scales span 2^-9 .. 2^-3 (FP8,
-// whose codes reach 448) and 2^-3 .. 2^1 (FP4, up to 6), so weights are mostly within +-8 like
-// the dense checks' +-1 and every decoded value and product stays a normal fp32.
-frank::QuantizedMatrix random_quantized(Random& rng, cuda::WeightType wt, int64_t out, int64_t in) {
-  frank::QuantizedMatrix q;
-  q.rows = out, q.cols = in;
-  const bool fp4 = wt == cuda::WeightType::Fp4;
-  q.format = fp4 ? frank::QuantizedMatrix::Format::Fp4 : frank::QuantizedMatrix::Format::Fp8Block;
-  q.block = cuda::fp8_block(wt);
-  q.values.resize(static_cast<size_t>(cuda::weight_value_bytes(wt, out, in)));
-  for (uint8_t& b : q.values) {
-    b = static_cast<uint8_t>(rng.next() >> 56);
-    if (!fp4 && (b & 0x7f) == 0x7f) b ^= 1;  // 0x7F / 0xFF -> 0x7E / 0xFE
-  }
-  q.scales.resize(static_cast<size_t>(cuda::weight_scale_bytes(wt, out, in)));
-  for (uint8_t& s : q.scales) s = static_cast<uint8_t>((fp4 ? 124 : 118) + rng.next() % (fp4 ? 5 : 7));
-  return q;
-}
-
 // A random [out, in] weight of type wt as device bytes (weight_format.h), and in w the fp32 values
 // the reference computes with: bf16 the rounded values, FP8 / FP4 cpu::dequantize's exact ones.
 std::vector<uint8_t> random_weight(Random& rng, cuda::WeightType wt, int64_t out, int64_t in, Tensor& w) {
   if (cuda::is_quantized(wt)) {
-    const frank::QuantizedMatrix q = random_quantized(rng, wt, out, in);
+    // Scales 2^-9 .. 2^-3 for FP8 (codes reach 448), 2^-3 .. 2^1 for FP4 (up to 6): weights mostly
+    // within +-8 like the dense checks' +-1, every decoded value and product a normal fp32.
+    const bool fp4 = wt == cuda::WeightType::Fp4;
+    const frank::QuantizedMatrix q = random_quantized(rng.gen(), wt, out, in, fp4 ? -3 : -9, fp4 ? 5 : 7);
     w = Tensor({out, in}, frank::cpu::dequantize(q));
     return cuda::native_bytes(q);
   }
@@ -195,7 +164,7 @@ int check_linear(Random& rng, cuda::WeightType wt, int groups, int64_t in, int64
     const double err = untouched ? max_scaled_error(got, want) : INFINITY;
     failures +=
         report(groups == 1 ? "linear" : "linear_grouped",
-               format("%s %dx%lld->%lld n=%d ldx=%lld+%lld ldy=%lld+%lld", type_name(wt), groups,
+               format("%s %dx%lld->%lld n=%d ldx=%lld+%lld ldy=%lld+%lld", cuda::weight_type_name(wt), groups,
                       static_cast<long long>(in), static_cast<long long>(rows), r.n, static_cast<long long>(r.ldx),
                       static_cast<long long>(r.xo), static_cast<long long>(r.ldy), static_cast<long long>(r.yo))
                    .c_str(),

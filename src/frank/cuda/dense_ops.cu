@@ -19,8 +19,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <cuda_fp16.h>
-
 #include "frank/cuda/fp8_fp4_decode.h"
 #include "frank/cuda/launch.cuh"
 #include "frank/cuda/ops.cuh"
@@ -78,24 +76,9 @@ struct LinearArgs {
   int row_shift, col_shift;
 };
 
-// Weight element types of the kernels besides float and bf16 (uint16_t): the official formats.
-struct Fp8 {};
-struct Fp4 {};
-
-// 2^(s - 127 + fp16_shift) for the scale byte s of element (row, k): the ue8m0 scale times the
-// power of two the fp16 decoding divided by (fp8_fp4_decode.h). Exponent field s + fp16_shift,
-// clamped to 255 (inf) where the product leaves fp32.
+// The scale factor of element (row, k) (block_scale_factor, fp8_fp4_decode.h).
 __device__ float block_scale(const LinearArgs& a, int64_t row, int64_t k, uint32_t fp16_shift) {
-  const uint32_t s = __ldg(a.scales + (row >> a.row_shift) * a.scale_cols + (k >> a.col_shift));
-  return __uint_as_float(min(s + fp16_shift, 255u) << 23);
-}
-
-// The two fp16 of a decoded pair as fp32 (exact).
-__device__ float2 half_pair(uint32_t bits) {
-  __half2_raw raw;
-  raw.x = static_cast<unsigned short>(bits & 0xffffu);
-  raw.y = static_cast<unsigned short>(bits >> 16);
-  return __half22float2(__half2(raw));
+  return block_scale_factor(__ldg(a.scales + (row >> a.row_shift) * a.scale_cols + (k >> a.col_shift)), fp16_shift);
 }
 
 // Chunk c of a row: V weights of type W, loaded as raw bits (with their scale, for the quantised
@@ -158,7 +141,7 @@ struct Chunk<Fp8, 16> {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t w = words[2 * p + h];
-      const float2 even = half_pair(e4m3_pair_02(w)), odd = half_pair(e4m3_pair_13(w));
+      const float2 even = fp16_pair_to_float2(e4m3_pair_02(w)), odd = fp16_pair_to_float2(e4m3_pair_13(w));
       v[4 * h] = even.x * scale, v[4 * h + 1] = odd.x * scale;
       v[4 * h + 2] = even.y * scale, v[4 * h + 3] = odd.y * scale;
     }
@@ -173,7 +156,7 @@ struct Chunk<Fp8, 1> {
     bits = __ldg(row + c);
     scale = block_scale(a, r, c, kE4m3Fp16Shift);
   }
-  __device__ void unpack(int, float (&v)[1]) const { v[0] = half_pair(e4m3_pair_02(bits)).x * scale; }
+  __device__ void unpack(int, float (&v)[1]) const { v[0] = fp16_pair_to_float2(e4m3_pair_02(bits)).x * scale; }
 };
 // 32 e2m1, one scale group: word i holds elements 8i .. 8i+7 (nibble j: element 8i + j).
 template <>
@@ -188,8 +171,8 @@ struct Chunk<Fp4, 32> {
   __device__ void unpack(int p, float (&v)[8]) const {
     const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
     const uint32_t w = words[p];
-    const float2 p0 = half_pair(e2m1_pair<0>(w)), p1 = half_pair(e2m1_pair<1>(w));
-    const float2 p2 = half_pair(e2m1_pair<2>(w)), p3 = half_pair(e2m1_pair<3>(w));
+    const float2 p0 = fp16_pair_to_float2(e2m1_pair<0>(w)), p1 = fp16_pair_to_float2(e2m1_pair<1>(w));
+    const float2 p2 = fp16_pair_to_float2(e2m1_pair<2>(w)), p3 = fp16_pair_to_float2(e2m1_pair<3>(w));
     v[0] = p0.x * scale, v[1] = p1.x * scale, v[2] = p2.x * scale, v[3] = p3.x * scale;
     v[4] = p0.y * scale, v[5] = p1.y * scale, v[6] = p2.y * scale, v[7] = p3.y * scale;
   }
@@ -203,7 +186,7 @@ struct Chunk<Fp4, 1> {
     bits = uint32_t{__ldg(row + c / 2)} >> (c % 2 * 4);  // low nibble first
     scale = block_scale(a, min(r, a.out - 1), c, kE2m1Fp16Shift);
   }
-  __device__ void unpack(int, float (&v)[1]) const { v[0] = half_pair(e2m1_pair<0>(bits)).x * scale; }
+  __device__ void unpack(int, float (&v)[1]) const { v[0] = fp16_pair_to_float2(e2m1_pair<0>(bits)).x * scale; }
 };
 
 // y[t, o] for the warp's R rows (o = row0 ..; all in one group) over its part of `in`: lane l

@@ -16,12 +16,17 @@
 #include <cstdint>
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
 #define FRANK_HOST_DEVICE __host__ __device__ __forceinline__
 #else
 #define FRANK_HOST_DEVICE inline
 #endif
 
 namespace frank::cuda {
+
+// The kernels' element types for the official formats (beside float and bf16 bits).
+struct Fp8 {};
+struct Fp4 {};
 
 constexpr int kE4m3Fp16Shift = 8;   // fp16 pair value = e4m3 * 2^-8
 constexpr int kE2m1Fp16Shift = 14;  // fp16 pair value = e2m1 * 2^-14
@@ -48,5 +53,22 @@ FRANK_HOST_DEVICE constexpr uint32_t e2m1_pair(uint32_t w) {
   else
     return sign | ((w >> 3) & 0x0e000e00u);
 }
+
+#if defined(__CUDACC__)
+// The two fp16 of a decoded pair as fp32 (exact: every fp16, subnormals too, is an fp32).
+__device__ __forceinline__ float2 fp16_pair_to_float2(uint32_t bits) {
+  __half2_raw raw;
+  raw.x = static_cast<unsigned short>(bits & 0xffffu);
+  raw.y = static_cast<unsigned short>(bits >> 16);
+  return __half22float2(__half2(raw));
+}
+
+// 2^(s - 127 + fp16_shift) for the ue8m0 scale byte s: the block scale times the power of two the
+// fp16 decoding divided by. Exponent field s + fp16_shift, clamped to 255 (inf) where the product
+// leaves fp32 (s >= 247 for e4m3, >= 241 for e2m1: no checkpoint's scale).
+__device__ __forceinline__ float block_scale_factor(uint32_t s, uint32_t fp16_shift) {
+  return __uint_as_float(min(s + fp16_shift, 255u) << 23);
+}
+#endif
 
 }  // namespace frank::cuda

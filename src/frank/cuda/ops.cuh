@@ -195,7 +195,11 @@ cudaError_t route(const float* logits, int n, int E, int k, const float* bias, c
                   const int32_t* forced = nullptr);
 
 // The weights of every expert, as device tables of device pointers indexed by expert id; the shared
-// expert is index E (one past the routed experts). gate, up: [I, D]; down: [D, I].
+// expert is index E (one past the routed experts). gate, up: [I, D]; down: [D, I]; every matrix of
+// one `type`, laid out as weight_format.h says. FP8 / FP4 matrices must start 16-byte aligned
+// (cudaMalloc'd buffers do; unchecked: the tables live on the device), and D and I be multiples of
+// 16 (FP8) / 32 (FP4), else moe_experts refuses them; each weight is decoded exactly where it is
+// used, so the result is that over cpu::dequantize's weights.
 struct ExpertTables {
   const void* const* gate;
   const void* const* up;

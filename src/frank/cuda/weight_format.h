@@ -21,6 +21,23 @@ constexpr bool is_quantized(WeightType t) {
   return t == WeightType::Fp8Block128 || t == WeightType::Fp8Block32 || t == WeightType::Fp4;
 }
 
+// "fp32", "bf16", "fp8/128", "fp8/32", "fp4" (reports).
+constexpr const char* weight_type_name(WeightType t) {
+  switch (t) {
+    case WeightType::F32:
+      return "fp32";
+    case WeightType::BF16:
+      return "bf16";
+    case WeightType::Fp8Block128:
+      return "fp8/128";
+    case WeightType::Fp8Block32:
+      return "fp8/32";
+    case WeightType::Fp4:
+      return "fp4";
+  }
+  return "?";
+}
+
 // The FP8 block side, 0 for the other types.
 constexpr int fp8_block(WeightType t) {
   return t == WeightType::Fp8Block128 ? 128 : t == WeightType::Fp8Block32 ? 32 : 0;
