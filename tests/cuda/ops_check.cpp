@@ -27,6 +27,23 @@ double max_scaled_error(const std::vector<float>& got, const std::vector<float>&
   return worst;
 }
 
+frank::QuantizedMatrix random_quantized(frank::SplitMix64& g, frank::cuda::WeightType t, int64_t rows, int64_t cols,
+                                        int exponent, int spread) {
+  frank::QuantizedMatrix q;
+  q.rows = rows, q.cols = cols;
+  const bool fp4 = t == frank::cuda::WeightType::Fp4;
+  q.format = fp4 ? frank::QuantizedMatrix::Format::Fp4 : frank::QuantizedMatrix::Format::Fp8Block;
+  q.block = frank::cuda::fp8_block(t);
+  q.values.resize(static_cast<size_t>(frank::cuda::weight_value_bytes(t, rows, cols)));
+  for (uint8_t& b : q.values) {
+    b = static_cast<uint8_t>(g() >> 56);
+    if (!fp4 && (b & 0x7f) == 0x7f) b ^= 1;  // 0x7F / 0xFF -> 0x7E / 0xFE
+  }
+  q.scales.resize(static_cast<size_t>(frank::cuda::weight_scale_bytes(t, rows, cols)));
+  for (uint8_t& s : q.scales) s = static_cast<uint8_t>(127 + exponent + static_cast<int>(g() % spread));
+  return q;
+}
+
 int report(const char* op, const char* what, double err, double tol) {
   const bool ok = err <= tol;
   std::printf("%s %-16s %-40s max_err=%.3g tol=%.3g\n", ok ? "PASS" : "FAIL", op, what, err, tol);

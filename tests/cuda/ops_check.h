@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "frank/core/linear_weight.h"
+#include "frank/core/splitmix64.h"
+#include "frank/cuda/weight_format.h"
+
 namespace frank_test {
 
 int check_dense_ops(uint64_t seed);
@@ -14,6 +18,12 @@ int check_sampling_ops(uint64_t seed);
 
 // Largest |got - want| / max(1, |want|) over two equally long arrays.
 double max_scaled_error(const std::vector<float>& got, const std::vector<float>& want);
+
+// Random codes of an FP8 (block 128 or 32) or FP4 matrix [rows, cols] of type t: every code but
+// e4m3's two NaNs (no checkpoint holds them; fp8_fp4_decode.h), scale bytes 127 + exponent + j, j
+// uniform in [0, spread).
+frank::QuantizedMatrix random_quantized(frank::SplitMix64& g, frank::cuda::WeightType t, int64_t rows, int64_t cols,
+                                        int exponent, int spread);
 
 // Prints the PASS/FAIL line of one case and returns 1 for a failure, 0 for a pass.
 int report(const char* op, const char* what, double err, double tol);

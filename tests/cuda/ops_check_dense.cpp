@@ -18,6 +18,8 @@
 #include "frank/core/splitmix64.h"
 #include "frank/core/tensor.h"
 #include "frank/cpu/ops.h"
+#include "frank/cpu/quantized_linear.h"
+#include "frank/cuda/native_weight.h"
 #include "frank/cuda/ops.cuh"
 #include "frank/engine/hyper_connection.h"
 #include "frank/engine/rope.h"
@@ -44,6 +46,7 @@ class Random {
     return v;
   }
   uint64_t next() { return gen_(); }
+  frank::SplitMix64& gen() { return gen_; }
 
  private:
   frank::SplitMix64 gen_;
@@ -82,7 +85,30 @@ std::string format(const char* f, Args... args) {
   return buf;
 }
 
-const char* type_name(cuda::WeightType wt) { return wt == cuda::WeightType::F32 ? "f32" : "bf16"; }
+// A random [out, in] weight of type wt as device bytes (weight_format.h), and in w the fp32 values
+// the reference computes with: bf16 the rounded values, FP8 / FP4 cpu::dequantize's exact ones.
+std::vector<uint8_t> random_weight(Random& rng, cuda::WeightType wt, int64_t out, int64_t in, Tensor& w) {
+  if (cuda::is_quantized(wt)) {
+    // Scales 2^-9 .. 2^-3 for FP8 (codes reach 448), 2^-3 .. 2^1 for FP4 (up to 6): weights mostly
+    // within +-8 like the dense checks' +-1, every decoded value and product a normal fp32.
+    const bool fp4 = wt == cuda::WeightType::Fp4;
+    const frank::QuantizedMatrix q = random_quantized(rng.gen(), wt, out, in, fp4 ? -3 : -9, fp4 ? 5 : 7);
+    w = Tensor({out, in}, frank::cpu::dequantize(q));
+    return cuda::native_bytes(q);
+  }
+  w = Tensor({out, in}, rng.vec(static_cast<size_t>(out * in), -1.0f, 1.0f));
+  std::vector<uint8_t> bytes(static_cast<size_t>(cuda::weight_bytes(wt, out, in)));
+  if (wt == cuda::WeightType::BF16) {
+    for (size_t i = 0; i < w.data.size(); ++i) {
+      const uint16_t bits = to_bf16(w.data[i]);
+      w.data[i] = frank::bf16_to_f32(bits);
+      std::memcpy(bytes.data() + 2 * i, &bits, 2);
+    }
+  } else {
+    std::memcpy(bytes.data(), w.data.data(), bytes.size());
+  }
+  return bytes;
+}
 
 // One launch: x columns [xo, xo + groups*in) of rows of ldx, y columns [yo, yo + groups*rows) of
 // rows of ldy.
@@ -91,27 +117,19 @@ struct LinearRun {
   int64_t ldx, xo, ldy, yo;
 };
 
-// A random [groups*rows, in] weight of type wt (bf16: the reference gets the rounded values), run
-// on each of `runs` by linear (groups = 1) or linear_grouped; group g's reference is cpu::linear of
-// its rows on its `in` columns. y outside the written columns must keep its poison.
+// A random [groups*rows, in] weight of type wt (random_weight), run on each of `runs` by linear
+// (groups = 1) or linear_grouped; group g's reference is cpu::linear of its rows on its `in`
+// columns. y outside the written columns must keep its poison. The kernels compute with exactly
+// the reference's weights (bf16, e4m3 / e2m1 times a power of two: all exact in fp32), so for
+// every type only the fp32 summation is left, and the one tolerance kTol covers it.
 int check_linear(Random& rng, cuda::WeightType wt, int groups, int64_t in, int64_t rows,
                  const std::vector<LinearRun>& runs) {
   const int64_t out = groups * rows;
-  Tensor w({out, in}, rng.vec(static_cast<size_t>(out * in), -1.0f, 1.0f));
-  const bool bf16 = wt == cuda::WeightType::BF16;
-  DeviceBuffer<uint16_t> d_w16(bf16 ? w.data.size() : 0);
-  DeviceBuffer<float> d_w32(bf16 ? 0 : w.data.size());
-  if (bf16) {
-    std::vector<uint16_t> bits(w.data.size());
-    for (size_t i = 0; i < bits.size(); ++i) {
-      bits[i] = to_bf16(w.data[i]);
-      w.data[i] = frank::bf16_to_f32(bits[i]);
-    }
-    upload(d_w16, bits);
-  } else {
-    upload(d_w32, w.data);
-  }
-  const void* dw = bf16 ? static_cast<const void*>(d_w16.get()) : d_w32.get();
+  Tensor w;
+  const std::vector<uint8_t> bytes = random_weight(rng, wt, out, in, w);
+  DeviceBuffer<uint8_t> d_w(bytes.size());
+  upload(d_w, bytes);
+  const void* dw = d_w.get();
   int failures = 0;
   for (const LinearRun& r : runs) {
     const std::vector<float> x = rng.vec(static_cast<size_t>(r.n * r.ldx), -1.0f, 1.0f);
@@ -147,7 +165,7 @@ int check_linear(Random& rng, cuda::WeightType wt, int groups, int64_t in, int64
     const double err = untouched ? max_scaled_error(got, want) : INFINITY;
     failures +=
         report(groups == 1 ? "linear" : "linear_grouped",
-               format("%s %dx%lld->%lld n=%d ldx=%lld+%lld ldy=%lld+%lld", type_name(wt), groups,
+               format("%s %dx%lld->%lld n=%d ldx=%lld+%lld ldy=%lld+%lld", cuda::weight_type_name(wt), groups,
                       static_cast<long long>(in), static_cast<long long>(rows), r.n, static_cast<long long>(r.ldx),
                       static_cast<long long>(r.xo), static_cast<long long>(r.ldy), static_cast<long long>(r.yo))
                    .c_str(),
@@ -190,8 +208,41 @@ int check_linears(Random& rng, cuda::WeightType wt, int64_t in, const std::vecto
     err = std::max(err, max_scaled_error(download(d_y[s]), want));
   }
   const long long columns = in;
-  return report("linears", format("%s %zu outputs of %lld n=%d", type_name(wt), outs.size(), columns, n).c_str(), err,
+  return report("linears", format("%s %zu outputs of %lld n=%d", cuda::weight_type_name(wt), outs.size(), columns, n).c_str(), err,
                 kTol);
+}
+
+// FP8 (blocks of 128 and 32) and FP4 weights on the same paths, n = 1..8 (one pass) and 13 (two).
+// FP8: 37 -> 19 and 1032 -> 293 (rows of 1032 bytes are not 16-byte multiples) take the scalar
+// path over partial blocks; 1040 -> 293 the 16-byte path with a partial last block of columns and
+// of rows; 4096 -> 512 8 parts, 8192 -> 4096 4, 1024 -> 8192 2. FP4: 96 -> 19 one part of 3
+// chunks, the rest as FP8. Unaligned x slices and groups of 5 rows take the scalar path; the
+// grouped output projection (8 x 1024 rows over 4096) the 16-byte one, its FP8 blocks spanning
+// the whole matrix as shipped.
+int check_quantized_linear_all(Random& rng) {
+  int failures = 0;
+  // Every n on the smaller shapes; on the two largest (the reference's double loop is the slow part)
+  // one of each token pass: 1, 3 (in a pass of 4), 8, 13.
+  const auto runs_for = [](int64_t in, int64_t out) {
+    std::vector<LinearRun> runs;
+    for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 13})
+      if (in * out < 8'000'000 || n == 1 || n == 3 || n == 8 || n == 13) runs.push_back({n, in, 0, out, 0});
+    return runs;
+  };
+  for (cuda::WeightType wt :
+       {cuda::WeightType::Fp8Block128, cuda::WeightType::Fp8Block32, cuda::WeightType::Fp4}) {
+    const bool fp4 = wt == cuda::WeightType::Fp4;
+    const std::vector<std::pair<int64_t, int64_t>> shapes =
+        fp4 ? std::vector<std::pair<int64_t, int64_t>>{{96, 19}, {4096, 512}, {1024, 293}, {8192, 4096}, {1024, 8192}}
+            : std::vector<std::pair<int64_t, int64_t>>{{37, 19},    {1032, 293},  {1040, 293},
+                                                       {4096, 512}, {8192, 4096}, {1024, 8192}};
+    for (auto [in, out] : shapes) failures += check_linear(rng, wt, 1, in, out, runs_for(in, out));
+    const int64_t small_in = fp4 ? 64 : 48;
+    failures += check_linear(rng, wt, 1, small_in, 19, {{3, small_in + 8, 5, 23, 2}, {8, small_in, 0, 19, 0}});
+    failures += check_linear(rng, wt, 8, 4096, 1024, {{1, 32768, 0, 8192, 0}, {8, 32768, 0, 8192, 0}});
+    failures += check_linear(rng, wt, 2, small_in, 5, {{3, 2 * small_in + 3, 3, 11, 1}, {8, 2 * small_in, 0, 10, 0}});
+  }
+  return failures;
 }
 
 // Shapes pick the kernel's paths: `in` split in 8 parts (4096 -> 512 or 1024), 4 (8192 -> 4096),
@@ -239,6 +290,7 @@ int check_linear_all(Random& rng) {
   // The head: vocab x hidden (bf16 only: 1 GB of weights).
   failures +=
       check_linear(rng, cuda::WeightType::BF16, 1, 4096, 129280, {{1, 4096, 0, 129280, 0}, {3, 4096, 0, 129280, 0}});
+  failures += check_quantized_linear_all(rng);
   // Arguments outside the contract of linear_grouped are refused before any launch.
   DeviceBuffer<float> d(4096);
   float* p = d.get();
@@ -485,6 +537,8 @@ int check_bad_arguments() {
       refused("linear", "ldx < in refused", cuda::linear(p, 8, 1, p, cuda::WeightType::F32, 4, 16, p, 4, nullptr));
   failures += refused("linear", "unknown weight type refused",
                       cuda::linear(p, 16, 1, p, static_cast<cuda::WeightType>(7), 4, 16, p, 4, nullptr));
+  failures += refused("linear", "fp4 with in % 32 != 0 refused",
+                      cuda::linear(p, 48, 1, p, cuda::WeightType::Fp4, 4, 48, p, 4, nullptr));
   DevicePosition position;
   failures += refused("rope", "2*pairs > dim refused", cuda::rope(p, 1, 1, 6, p, 4, position.at(0), false, nullptr));
   failures += refused("rope", "no position refused", cuda::rope(p, 1, 1, 8, p, 4, nullptr, false, nullptr));

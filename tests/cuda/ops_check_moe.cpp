@@ -13,6 +13,8 @@
 #include "cuda_util.h"
 #include "frank/core/splitmix64.h"
 #include "frank/cpu/ops.h"
+#include "frank/cpu/quant/quant_formats.h"
+#include "frank/cuda/native_weight.h"
 #include "frank/cuda/ops.cuh"
 #include "frank/engine/indexer.h"
 #include "frank/engine/moe.h"
@@ -174,6 +176,24 @@ int rerun_differences(const std::vector<float>& first, const std::function<cudaE
   return differ;
 }
 
+// A [rows, cols] LinearWeight of random FP8 / FP4 codes (random_quantized) whose power-of-two scales
+// (one binade of spread) give it about the RMS of uniform(-s, s), s / sqrt(3).
+frank::LinearWeight random_codes(Rng& r, WeightType type, int64_t rows, int64_t cols, float s) {
+  const bool fp4 = type == WeightType::Fp4;
+  double squares = 0;
+  int codes = 0;
+  for (int c = 0; c < (fp4 ? 16 : 256); ++c)
+    if (fp4 || (c & 0x7f) != 0x7f) {
+      const auto code = static_cast<uint8_t>(c);
+      const double v = fp4 ? frank::cpu::e2m1_value(code) : frank::cpu::e4m3_value(code);
+      squares += v * v, ++codes;
+    }
+  const int exponent = static_cast<int>(std::lround(std::log2(s / std::sqrt(3.0) / std::sqrt(squares / codes))));
+  frank::LinearWeight w;
+  w.quantized = random_quantized(r.g, type, rows, cols, exponent, 2);
+  return w;
+}
+
 // One shape: tokens choose k experts (hash routing) from a pool of `pool` experts, distinct per
 // token or with repeats. Runs fp32 weights, then the same weights rounded to bf16, each for n =
 // every entry of ns (the first n tokens; the reference's rows are per token), the last n also
@@ -234,15 +254,27 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
   auto d_weights = upload(weights);
   DeviceBuffer<float> d_hidden(static_cast<size_t>(n_max) * (k + 1) * I), d_out(static_cast<size_t>(n_max) * D);
   int failures = 0;
-  for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+  // fp32, the same weights rounded to bf16, then (where D and I suit their 16-byte loads) FP8 in
+  // blocks of 128 and 32 and FP4: every used matrix replaced by random codes whose scales give it
+  // about the fp32 matrix's RMS (so the clamps still act), which the reference computes on directly.
+  std::vector<WeightType> types = {WeightType::F32, WeightType::BF16};
+  if (!misalign && D % 32 == 0 && I % 32 == 0)
+    types.insert(types.end(), {WeightType::Fp8Block128, WeightType::Fp8Block32, WeightType::Fp4});
+  for (WeightType type : types) {
     if (type == WeightType::BF16)
       for (auto* ew : used)
         for (frank::LinearWeight* m : {&ew->gate, &ew->up, &ew->down})
           for (float& v : m->dense.data) v = round_bf16(v);
+    if (frank::cuda::is_quantized(type))
+      for (auto* ew : used) {
+        ew->gate = random_codes(r, type, I, D, a), ew->up = random_codes(r, type, I, D, a);
+        ew->down = random_codes(r, type, D, I, b);
+      }
     const frank::Tensor want = frank::engine::moe_forward(c, w, true, x, tokens);
     // Device copies of the used experts; every other table entry points at the shared expert.
     std::vector<std::unique_ptr<DeviceBuffer<float>>> f32;
     std::vector<std::unique_ptr<DeviceBuffer<uint16_t>>> bf16;
+    std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> shipped;
     std::vector<const void*> tables[3];
     for (auto& t : tables) t.assign(E + 1, nullptr);
     for (size_t i = 0; i < used.size(); ++i) {
@@ -250,7 +282,10 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
       const frank::LinearWeight* m[3] = {&used[i]->gate, &used[i]->up, &used[i]->down};
       const size_t skip = misalign ? 1 : 0;  // leading elements before the matrix
       for (int q = 0; q < 3; ++q) {
-        if (type == WeightType::F32) {
+        if (frank::cuda::is_quantized(type)) {
+          shipped.push_back(upload(frank::cuda::native_bytes(*m[q]->quantized)));
+          tables[q][e] = shipped.back()->get();
+        } else if (type == WeightType::F32) {
           std::vector<float> values(skip, 0.0f);
           values.insert(values.end(), m[q]->dense.data.begin(), m[q]->dense.data.end());
           f32.push_back(upload(values));
@@ -279,7 +314,7 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
       const std::vector<float> ref(want.data.begin(), want.data.begin() + static_cast<ptrdiff_t>(n) * D);
       char what[128];
       std::snprintf(what, sizeof what, "%s D=%d I=%d E=%d k=%d n=%d pool=%d%s%s clamp g%ld u%ld",
-                    type == WeightType::F32 ? "f32" : "bf16", D, I, E, k, n, pool_size, distinct ? "" : " repeats",
+                    frank::cuda::weight_type_name(type), D, I, E, k, n, pool_size, distinct ? "" : " repeats",
                     misalign ? " misaligned" : "", clamped_g, clamped_u);
       failures += report("moe_experts", what, max_scaled_error(got, ref), 1e-4);
       if (n == ns.back())
@@ -326,6 +361,8 @@ int check_moe_ops(uint64_t seed) {
   failures += check_moe(r, 37, 19, 8, 3, 1, false, {11});
   failures += check_moe(r, 96, 40, 8, 2, 8, true, {1, 13});
   failures += check_moe(r, 64, 24, 8, 2, 4, true, {3, 9}, true);
+  // D and I multiples of 32: also FP8 and FP4 (one 16-byte load of e2m1 covers a row of I).
+  failures += check_moe(r, 64, 32, 8, 2, 4, true, {3, 9});
   // DeepSeek-V4-Flash: tokens share experts from a pool of 12, as decode steps often do (n = 1, 2,
   // 4, 8: every token-count kernel); then all tokens choose the same 6 experts.
   failures += check_moe(r, 4096, 2048, 256, 6, 12, true, {1, 2, 4, 8});

@@ -126,7 +126,7 @@ CudaOps::Array CudaOps::linear(const Array& x, const LinearWeight& w) const {
   if (x.cols() != l.cols)
     throw Error(fmt::format("CUDA linear: input of {} columns for a weight of {}", x.cols(), l.cols));
   Array y({x.rows(), l.rows}, stream_);
-  count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
+  count(static_cast<double>(l.bytes()), 0);
   check(cuda::linear(x.data(), l.cols, static_cast<int>(x.rows()), l.data, l.type, l.rows, l.cols, y.data(), l.rows,
                      stream_),
         "linear");
@@ -150,7 +150,7 @@ std::vector<CudaOps::Array> CudaOps::linears(const Array& x, std::span<const Lin
     }
     ys.emplace_back(std::vector<int64_t>{x.rows(), l->rows}, stream_);
     outputs.push_back({l->data, l->rows, ys.back().data(), l->rows});
-    count(static_cast<double>(l->rows * l->cols * static_cast<int64_t>(l->element_bytes())), 0);
+    count(static_cast<double>(l->bytes()), 0);
   }
   if (one_launch && !ls.empty())
     check(cuda::linears(x.data(), x.cols(), static_cast<int>(x.rows()), x.cols(), ls.front()->type, outputs.data(),
@@ -166,7 +166,7 @@ CudaOps::Array CudaOps::linear_per_stream(const Array& x, const LinearWeight& w,
     throw Error(fmt::format("CUDA linear per stream: rows of {} columns for {} streams of {}", x.cols(), N, l.cols));
   // [n, N*in] is [n*N, in] row-major: one row per stream.
   Array y({x.rows(), N * l.rows}, stream_);
-  count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
+  count(static_cast<double>(l.bytes()), 0);
   check(cuda::linear(x.data(), l.cols, static_cast<int>(x.rows() * N), l.data, l.type, l.rows, l.cols, y.data(),
                      l.rows, stream_),
         "linear per stream");
@@ -188,7 +188,7 @@ CudaOps::Array CudaOps::grouped_linear(const Array& x, const LinearWeight& w, in
   if (group_in != l.cols || R * groups != l.rows)
     throw Error("CUDA grouped linear: the groups do not divide the weight and the input alike");
   Array y({x.rows(), l.rows}, stream_);
-  count(static_cast<double>(l.rows * l.cols * static_cast<int64_t>(l.element_bytes())), 0);
+  count(static_cast<double>(l.bytes()), 0);
   check(cuda::linear_grouped(x.data(), x.cols(), static_cast<int>(x.rows()), l.data, l.type, groups, R, l.cols,
                              y.data(), l.rows, stream_),
         "grouped_linear");

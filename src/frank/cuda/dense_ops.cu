@@ -10,11 +10,18 @@
 // (NT = 1, 2, 4 or 8, a template argument, so one token keeps few registers); each loaded weight
 // is applied to all of them, so for n <= 8 every weight is read once. More tokens take further
 // passes over the warp's rows, which the previous pass has just brought into L2.
+//
+// FP8 / FP4 weights (weight_format.h) take the same path: a lane's 16-byte load holds 16 e4m3 (in
+// one FP8 block) or 32 e2m1 (one scale group), decoded 8 at a time with integer ops into fp16
+// pairs (fp8_fp4_decode.h), widened to fp32 and multiplied by the block's power-of-two scale: each
+// weight is exact, and the sums are those of the fp32 weights in the same order.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
-#include "frank/cuda/ops.cuh"
+#include "frank/cuda/fp8_fp4_decode.h"
 #include "frank/cuda/launch.cuh"
+#include "frank/cuda/ops.cuh"
 #include "frank/cuda/rope_pair.cuh"
 #include "frank/cuda/warp_reduce.cuh"
 
@@ -51,31 +58,78 @@ __device__ uint4 load_stream(const void* p) {
   return v;
 }
 
-__device__ float to_float(float v) { return v; }
-__device__ float to_float(uint16_t v) { return __uint_as_float(uint32_t{v} << 16); }
+// Up to kMaxLinearOutputs weights of one type and `in` applied to one x in one launch (ops.cuh:
+// linears). Output s has out[s] rows; its row o belongs to group o / group_rows[s], which reads x
+// columns (o / group_rows[s]) * in ..; y[s] column o (a plain linear: one group). Row o's values
+// start at byte o * row_bytes of w[s]. A quantised weight's scale of element (o, k) is the byte
+// scales[s][(o >> row_shift) * scale_cols + (k >> col_shift)]: FP8 blocks of B x B (both shifts
+// log2 B), FP4 groups of 32 along a row (0 and 5). Blocks first_block[s] .. first_block[s+1] - 1
+// compute output s (a warp's rows never span two outputs).
+struct LinearArgs {
+  const float* x;
+  int64_t ldx;
+  int n;
+  int64_t in, row_bytes, scale_cols;
+  int row_shift, col_shift;
+  int outputs;
+  const void* w[kMaxLinearOutputs];
+  const uint8_t* scales[kMaxLinearOutputs];
+  int64_t out[kMaxLinearOutputs], group_rows[kMaxLinearOutputs];
+  float* y[kMaxLinearOutputs];
+  int64_t ldy[kMaxLinearOutputs];
+  unsigned first_block[kMaxLinearOutputs + 1];
+};
 
-// V weights of type W as loaded (`bits`), then as fp32. A 16-byte chunk holds 4 fp32 or 8 bf16;
-// bf16 is the high half of an fp32, element 2i in the low half of word i (little-endian).
+// The weight one block reads: output s of LinearArgs.
+struct BlockWeight {
+  const uint8_t* scales;
+  int64_t out, scale_cols;
+  int row_shift, col_shift;
+};
+
+// The scale factor of element (row, k) (block_scale_factor, fp8_fp4_decode.h).
+__device__ float block_scale(const BlockWeight& a, int64_t row, int64_t k, uint32_t fp16_shift) {
+  return block_scale_factor(__ldg(a.scales + (row >> a.row_shift) * a.scale_cols + (k >> a.col_shift)), fp16_shift);
+}
+
+// Chunk c of a row: V weights of type W, loaded as raw bits (with their scale, for the quantised
+// types) and unpacked to fp32 kPiece at a time (piece p: elements p * kPiece ..), so a chunk of 16
+// or 32 quantised weights keeps only 8 of them as floats at once. A 16-byte chunk holds 4 fp32,
+// 8 bf16 (the high half of an fp32, element 2i in the low half of word i), 16 e4m3 or 32 e2m1;
+// V = 1 is the scalar path (one element a lane). load(a, row, r, c): `row` points at row r's
+// values (rows past the end: the last row), r is the row index unclamped: an FP8 block row is the
+// same for a warp's 4 rows (4 | row0, 4 | B) even past the end, so their scale loads are one, while
+// FP4's per-row scale clamps r itself.
 template <class W, int V>
 struct Chunk {
-  W bits;  // V = 1
-  __device__ void load(const W* p) { bits = __ldg(p); }
-  __device__ void unpack(float (&v)[1]) const { v[0] = to_float(bits); }
+  static constexpr int kPiece = 1;
+  W bits;
+  __device__ void load(const BlockWeight&, const uint8_t* row, int64_t, int64_t c) {
+    bits = __ldg(reinterpret_cast<const W*>(row) + c);
+  }
+  __device__ void unpack(int, float (&v)[1]) const {
+    if constexpr (sizeof(W) == 4)
+      v[0] = bits;
+    else
+      v[0] = __uint_as_float(uint32_t{bits} << 16);
+  }
 };
 template <>
 struct Chunk<float, 4> {
+  static constexpr int kPiece = 4;
   uint4 bits;
-  __device__ void load(const float* p) { bits = load_stream(p); }
-  __device__ void unpack(float (&v)[4]) const {
+  __device__ void load(const BlockWeight&, const uint8_t* row, int64_t, int64_t c) { bits = load_stream(row + c * 16); }
+  __device__ void unpack(int, float (&v)[4]) const {
     v[0] = __uint_as_float(bits.x), v[1] = __uint_as_float(bits.y);
     v[2] = __uint_as_float(bits.z), v[3] = __uint_as_float(bits.w);
   }
 };
 template <>
 struct Chunk<uint16_t, 8> {
+  static constexpr int kPiece = 8;
   uint4 bits;
-  __device__ void load(const uint16_t* p) { bits = load_stream(p); }
-  __device__ void unpack(float (&v)[8]) const {
+  __device__ void load(const BlockWeight&, const uint8_t* row, int64_t, int64_t c) { bits = load_stream(row + c * 16); }
+  __device__ void unpack(int, float (&v)[8]) const {
     const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
     for (int i = 0; i < 4; ++i) {
       v[2 * i] = __uint_as_float(words[i] << 16);
@@ -83,22 +137,67 @@ struct Chunk<uint16_t, 8> {
     }
   }
 };
-
-// Up to kMaxLinearOutputs weights applied to one x in one launch (ops.cuh: linears). Output s has
-// out[s] rows of `in` weights; its row o belongs to group o / group_rows[s], which reads x columns
-// (o / group_rows[s]) * in ..; y[s] column o. A plain linear is one output of one group. Blocks
-// first_block[s] .. first_block[s+1] - 1 compute output s (a warp's rows never span two outputs).
-struct LinearArgs {
-  const float* x;
-  int64_t ldx;
-  int n;
-  int64_t in;
-  int outputs;
-  const void* w[kMaxLinearOutputs];
-  int64_t out[kMaxLinearOutputs], group_rows[kMaxLinearOutputs];
-  float* y[kMaxLinearOutputs];
-  int64_t ldy[kMaxLinearOutputs];
-  unsigned first_block[kMaxLinearOutputs + 1];
+// 16 e4m3: word i holds elements 4i .. 4i+3 (byte j: element 4i + j); one FP8 block.
+template <>
+struct Chunk<Fp8, 16> {
+  static constexpr int kPiece = 8;
+  uint4 bits;
+  float scale;
+  __device__ void load(const BlockWeight& a, const uint8_t* row, int64_t r, int64_t c) {
+    bits = load_stream(row + c * 16);
+    scale = block_scale(a, r, c * 16, kE4m3Fp16Shift);
+  }
+  __device__ void unpack(int p, float (&v)[8]) const {
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t w = words[2 * p + h];
+      const float2 even = fp16_pair_to_float2(e4m3_pair_02(w)), odd = fp16_pair_to_float2(e4m3_pair_13(w));
+      v[4 * h] = even.x * scale, v[4 * h + 1] = odd.x * scale;
+      v[4 * h + 2] = even.y * scale, v[4 * h + 3] = odd.y * scale;
+    }
+  }
+};
+template <>
+struct Chunk<Fp8, 1> {
+  static constexpr int kPiece = 1;
+  uint32_t bits;
+  float scale;
+  __device__ void load(const BlockWeight& a, const uint8_t* row, int64_t r, int64_t c) {
+    bits = __ldg(row + c);
+    scale = block_scale(a, r, c, kE4m3Fp16Shift);
+  }
+  __device__ void unpack(int, float (&v)[1]) const { v[0] = fp16_pair_to_float2(e4m3_pair_02(bits)).x * scale; }
+};
+// 32 e2m1, one scale group: word i holds elements 8i .. 8i+7 (nibble j: element 8i + j).
+template <>
+struct Chunk<Fp4, 32> {
+  static constexpr int kPiece = 8;
+  uint4 bits;
+  float scale;
+  __device__ void load(const BlockWeight& a, const uint8_t* row, int64_t r, int64_t c) {
+    bits = load_stream(row + c * 16);
+    scale = block_scale(a, min(r, a.out - 1), c * 32, kE2m1Fp16Shift);
+  }
+  __device__ void unpack(int p, float (&v)[8]) const {
+    const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+    const uint32_t w = words[p];
+    const float2 p0 = fp16_pair_to_float2(e2m1_pair<0>(w)), p1 = fp16_pair_to_float2(e2m1_pair<1>(w));
+    const float2 p2 = fp16_pair_to_float2(e2m1_pair<2>(w)), p3 = fp16_pair_to_float2(e2m1_pair<3>(w));
+    v[0] = p0.x * scale, v[1] = p1.x * scale, v[2] = p2.x * scale, v[3] = p3.x * scale;
+    v[4] = p0.y * scale, v[5] = p1.y * scale, v[6] = p2.y * scale, v[7] = p3.y * scale;
+  }
+};
+template <>
+struct Chunk<Fp4, 1> {
+  static constexpr int kPiece = 1;
+  uint32_t bits;  // the element's nibble in bits 0-3
+  float scale;
+  __device__ void load(const BlockWeight& a, const uint8_t* row, int64_t r, int64_t c) {
+    bits = uint32_t{__ldg(row + c / 2)} >> (c % 2 * 4);  // low nibble first
+    scale = block_scale(a, min(r, a.out - 1), c, kE2m1Fp16Shift);
+  }
+  __device__ void unpack(int, float (&v)[1]) const { v[0] = fp16_pair_to_float2(e2m1_pair<0>(bits)).x * scale; }
 };
 
 // y[t, o] for the warp's R rows (o = row0 ..; all in one group) over its part of `in`: lane l
@@ -114,12 +213,20 @@ __global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs
   int s = 0;
   while (blockIdx.x >= a.first_block[s + 1]) ++s;
   const int64_t out = a.out[s], block = blockIdx.x - a.first_block[s];
+  const BlockWeight bw{a.scales[s], out, a.scale_cols, a.row_shift, a.col_shift};
   float* const y = a.y[s];
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, part = warp % P;
   const int64_t row0 = (block * kGroups + warp / P) * R;
   const bool live = row0 < out;
-  const W* rows[R];
-  for (int r = 0; r < R; ++r) rows[r] = static_cast<const W*>(a.w[s]) + (row0 + r < out ? row0 + r : out - 1) * a.in;
+  using C = Chunk<W, V>;
+  // Steps of loads in flight: kUnroll, but one for 8 tokens of FP8 / FP4, whose decoded pieces
+  // would not fit the registers beside two steps' loads and 32 sums (the loads of 16 warps a
+  // multiprocessor still keep 32 KB in flight, and 8 tokens of these types are bound by the fp32
+  // FMAs, not by memory).
+  constexpr bool kQuantized = std::is_same_v<W, Fp8> || std::is_same_v<W, Fp4>;
+  constexpr int U = kQuantized && NT == kTokens ? 1 : kUnroll;
+  const uint8_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = static_cast<const uint8_t*>(a.w[s]) + min(row0 + r, out - 1) * a.row_bytes;
   const float* x = a.x + (live ? row0 / a.group_rows[s] : 0) * a.in;
   // The warp's part of the row in chunks of V: a multiple of 32 chunks (the last part may be short).
   const int64_t chunks = a.in / V, per = (chunks + 32 * P - 1) / (32 * P) * 32;
@@ -128,29 +235,32 @@ __global__ void __launch_bounds__(kLinearWarps * 32, 2) linear_kernel(LinearArgs
     const int nt = a.n - t0 < NT ? a.n - t0 : NT;
     const float* xt = x + t0 * a.ldx;
     float acc[M] = {};
-    for (int64_t c = begin + lane; c < end; c += 32 * kUnroll) {
-      Chunk<W, V> wc[kUnroll][R];
+    for (int64_t c = begin + lane; c < end; c += 32 * U) {
+      C wc[U][R];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+      for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          if (c + 32 * u < end) wc[u][r].load(rows[r] + (c + 32 * u) * V);
+          if (c + 32 * u < end) wc[u][r].load(bw, rows[r], row0 + r, c + 32 * u);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < U; ++u) {
         if (c + 32 * u >= end) break;
-        const int64_t k = (c + 32 * u) * V;
-        float wv[R][V];
 #pragma unroll
-        for (int r = 0; r < R; ++r) wc[u][r].unpack(wv[r]);
+        for (int p = 0; p < V / C::kPiece; ++p) {
+          const int64_t k = (c + 32 * u) * V + p * C::kPiece;
+          float wv[R][C::kPiece];
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          if (t >= nt) break;
-          float xv[V];
-          load(xt + t * a.ldx + k, xv);
+          for (int r = 0; r < R; ++r) wc[u][r].unpack(p, wv[r]);
 #pragma unroll
-          for (int r = 0; r < R; ++r)
+          for (int t = 0; t < NT; ++t) {
+            if (t >= nt) break;
+            float xv[C::kPiece];
+            load(xt + t * a.ldx + k, xv);
 #pragma unroll
-            for (int v = 0; v < V; ++v) acc[r * NT + t] = fmaf(wv[r][v], xv[v], acc[r * NT + t]);
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+              for (int v = 0; v < C::kPiece; ++v) acc[r * NT + t] = fmaf(wv[r][v], xv[v], acc[r * NT + t]);
+          }
         }
       }
     }
@@ -314,22 +424,39 @@ __global__ void embed_streams_kernel(const int32_t* ids, int n, const float* tab
   }
 }
 
-// Checks what every launch of linear_kernel needs, then launches the 16-byte path when every
-// weight, x and group slice start 16-byte aligned and a warp's 4 rows share a group; otherwise one
-// row a warp, one element a lane.
+// Completes `a` (its outputs, x and n set) for weights of type wt, checks what every launch of
+// linear_kernel needs, then launches the 16-byte path when every weight row, activation row and
+// group slice start 16-byte aligned and a warp's 4 rows share a group; otherwise one row a warp,
+// one element a lane.
 cudaError_t launch_outputs(LinearArgs& a, WeightType wt, cudaStream_t stream) {
-  if (wt != WeightType::F32 && wt != WeightType::BF16) return cudaErrorInvalidValue;
+  if (wt != WeightType::F32 && wt != WeightType::BF16 && !is_quantized(wt)) return cudaErrorInvalidValue;
+  if (wt == WeightType::Fp4 && a.in % 32 != 0) return cudaErrorInvalidValue;
+  a.row_bytes = weight_value_bytes(wt, 1, a.in);
+  const int block = fp8_block(wt);
+  if (is_quantized(wt)) {
+    a.row_shift = block == 128 ? 7 : block == 32 ? 5 : 0;
+    a.col_shift = block == 128 ? 7 : 5;
+    a.scale_cols = block ? (a.in + block - 1) / block : a.in / 32;
+  }
   int64_t blocks = 0;  // at most, with one row a warp
-  bool vec = aligned16(a.x) && a.in % (wt == WeightType::F32 ? 4 : 8) == 0 && a.ldx % 4 == 0;
+  bool vec = aligned16(a.x) && a.row_bytes % 16 == 0 && a.ldx % 4 == 0;
   for (int s = 0; s < a.outputs; ++s) {
     blocks += (a.out[s] + kLinearWarps - 1) / kLinearWarps;
+    if (is_quantized(wt)) a.scales[s] = static_cast<const uint8_t*>(a.w[s]) + weight_scale_offset(wt, a.out[s], a.in);
     vec = vec && aligned16(a.w[s]) && (a.group_rows[s] == a.out[s] || a.group_rows[s] % kRows == 0);
   }
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
-  if (wt == WeightType::F32)
-    return vec ? launch_vector<float, 4>(a, stream) : launch_linear<float, 1, 1, 1, kTokens>(a, stream);
-  return vec ? launch_vector<uint16_t, 8>(a, stream) : launch_linear<uint16_t, 1, 1, 1, kTokens>(a, stream);
+  switch (wt) {
+    case WeightType::F32:
+      return vec ? launch_vector<float, 4>(a, stream) : launch_linear<float, 1, 1, 1, kTokens>(a, stream);
+    case WeightType::BF16:
+      return vec ? launch_vector<uint16_t, 8>(a, stream) : launch_linear<uint16_t, 1, 1, 1, kTokens>(a, stream);
+    case WeightType::Fp4:
+      return vec ? launch_vector<Fp4, 32>(a, stream) : launch_linear<Fp4, 1, 1, 1, kTokens>(a, stream);
+    default:
+      return vec ? launch_vector<Fp8, 16>(a, stream) : launch_linear<Fp8, 1, 1, 1, kTokens>(a, stream);
+  }
 }
 
 }  // namespace
@@ -338,7 +465,7 @@ cudaError_t linear_grouped(const float* x, int64_t ldx, int n, const void* w, We
                            int64_t in, float* y, int64_t ldy, cudaStream_t stream) {
   if (!x || !w || !y || n < 0 || groups < 1 || rows < 1 || in < 1 || ldx < groups * in || ldy < groups * rows)
     return cudaErrorInvalidValue;
-  LinearArgs a{x, ldx, n, in, 1, {w}, {groups * rows}, {rows}, {y}, {ldy}, {}};
+  LinearArgs a{x, ldx, n, in, 0, 0, 0, 0, 1, {w}, {}, {groups * rows}, {rows}, {y}, {ldy}, {}};
   return launch_outputs(a, wt, stream);
 }
 
@@ -351,7 +478,7 @@ cudaError_t linears(const float* x, int64_t ldx, int n, int64_t in, WeightType w
                     int count, cudaStream_t stream) {
   if (!x || !outputs || n < 0 || in < 1 || ldx < in || count < 1 || count > kMaxLinearOutputs)
     return cudaErrorInvalidValue;
-  LinearArgs a{x, ldx, n, in, count, {}, {}, {}, {}, {}, {}};
+  LinearArgs a{x, ldx, n, in, 0, 0, 0, 0, count, {}, {}, {}, {}, {}, {}, {}};
   for (int s = 0; s < count; ++s) {
     const LinearOutput& o = outputs[s];
     if (!o.w || !o.y || o.out < 1 || o.ldy < o.out) return cudaErrorInvalidValue;

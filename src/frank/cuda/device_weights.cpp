@@ -5,11 +5,13 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "frank/core/error.h"
 #include "frank/core/splitmix64.h"
 #include "frank/cpu/quantized_linear.h"
 #include "frank/cuda/device_array.h"
+#include "frank/cuda/native_weight.h"
 #include "frank/cuda/synthetic_fill.cuh"
 
 namespace frank::cuda {
@@ -20,6 +22,12 @@ uint16_t to_bf16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// The FP8 / FP4 type of a weight as shipped; nothing for a dense or EXL3 one.
+std::optional<WeightType> shipped_type(const LinearWeight& w) {
+  if (!w.quantized || w.quantized->format == QuantizedMatrix::Format::Exl3) return std::nullopt;
+  return native_type(*w.quantized);
 }
 
 }  // namespace
@@ -76,12 +84,23 @@ const void* DeviceWeights::upload_linear(std::span<const float> values) {
 }
 
 const DeviceWeights::Linear& DeviceWeights::linear(const LinearWeight& host) {
+  if (!host.quantized || host.quantized->format == QuantizedMatrix::Format::Exl3) return dense_linear(host);
+  auto it = linear_.find(&host);
+  if (it != linear_.end()) return it->second;
+  const QuantizedMatrix& q = *host.quantized;
+  cpu::check_quantized_matrix(q);
+  const std::vector<uint8_t> bytes = native_bytes(q);
+  const Linear l{upload(bytes.data(), bytes.size()), native_type(q), q.rows, q.cols};
+  return linear_.emplace(&host, l).first->second;
+}
+
+const DeviceWeights::Linear& DeviceWeights::dense_linear(const LinearWeight& host) {
   auto it = linear_.find(&host);
   if (it != linear_.end()) return it->second;
   Linear l{nullptr, linear_type_, host.rows(), host.cols()};
   if (host.quantized) {
-    // No FP8/FP4 kernels yet: decoded on the host. The decoded values are exact in fp32 and bf16
-    // alike, so the GPU computes with the checkpoint's weights, at 2-4x their memory.
+    // Decoded on the host: FP8 / FP4 values are exact in fp32 and bf16 alike, so the GPU computes
+    // with the checkpoint's weights, at 2-8x their memory.
     l.data = upload_linear(cpu::dequantize(*host.quantized));
   } else if (host.dense.data.empty() && l.rows > 0) {
     l.data = generate(l.rows * l.cols, linear_type_, static_cast<float>(1.0 / std::sqrt(static_cast<double>(l.cols))));
@@ -108,22 +127,38 @@ const int32_t* DeviceWeights::tid2eid(const model::MoeWeights& moe) {
 const ExpertTables& DeviceWeights::experts(const model::MoeWeights& moe) {
   auto it = experts_.find(&moe);
   if (it != experts_.end()) return it->second;
-  std::vector<const void*> gate, up, down;
+  // The experts the GPU holds (the routed ones not homed on the CPU, then the shared one at E).
+  std::vector<const model::ExpertWeights*> held;
   const int layer = cpu_experts_ ? cpu_experts_->layer_of(moe) : -1;
   for (size_t e = 0; e <= moe.experts.size(); ++e) {
-    if (layer >= 0 && e < moe.experts.size() && cpu_experts_->homes().on_cpu(layer, static_cast<int>(e))) {
-      gate.push_back(nullptr), up.push_back(nullptr), down.push_back(nullptr);  // stays in host memory
-      continue;
+    const bool on_cpu =
+        layer >= 0 && e < moe.experts.size() && cpu_experts_->homes().on_cpu(layer, static_cast<int>(e));
+    held.push_back(on_cpu ? nullptr : e < moe.experts.size() ? &moe.experts[e] : &moe.shared);
+  }
+  // As shipped when every matrix held is FP8 / FP4 of one type whose 16-byte loads fit its rows
+  // (moe_experts: 16 e4m3 or 32 e2m1); otherwise all decoded on the host as linear_type_.
+  std::optional<WeightType> type;
+  bool native = true;
+  for (const model::ExpertWeights* x : held) {
+    if (x == nullptr) continue;
+    for (const LinearWeight* m : {&x->gate, &x->up, &x->down}) {
+      const std::optional<WeightType> t = shipped_type(*m);
+      native = native && t && (!type || t == type) && m->cols() % (t == WeightType::Fp4 ? 32 : 16) == 0;
+      type = t;
     }
-    const model::ExpertWeights& x = e < moe.experts.size() ? moe.experts[e] : moe.shared;
-    gate.push_back(linear(x.gate).data);
-    up.push_back(linear(x.up).data);
-    down.push_back(linear(x.down).data);
+  }
+  native = native && type.has_value();
+  std::vector<const void*> gate, up, down;
+  for (const model::ExpertWeights* x : held) {
+    const auto data = [&](const LinearWeight& m) { return native ? linear(m).data : dense_linear(m).data; };
+    gate.push_back(x ? data(x->gate) : nullptr);  // null: stays in host memory
+    up.push_back(x ? data(x->up) : nullptr);
+    down.push_back(x ? data(x->down) : nullptr);
   }
   const size_t bytes = gate.size() * sizeof(const void*);
   ExpertTables t{static_cast<const void* const*>(upload(gate.data(), bytes)),
                  static_cast<const void* const*>(upload(up.data(), bytes)),
-                 static_cast<const void* const*>(upload(down.data(), bytes)), linear_type_};
+                 static_cast<const void* const*>(upload(down.data(), bytes)), native ? *type : linear_type_};
   return experts_.emplace(&moe, t).first->second;
 }
 

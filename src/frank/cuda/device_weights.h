@@ -1,9 +1,13 @@
 #pragma once
 // DeviceWeights: the model's weights in device memory, uploaded once on first use and found by the
 // address of the host weight (so the shared model code passes the same weight structs to every
-// backend). Linear weights are stored as fp32 (exactness tests) or rounded to bf16 (serving; round
-// to nearest even, as torch's .to(bfloat16)); everything else stays fp32. FP8/FP4 weights have no
-// GPU kernels yet: they are decoded on the host (exactly, in either type) and stored like dense ones.
+// backend). Dense Linear weights are stored as fp32 (exactness tests) or rounded to bf16 (serving;
+// round to nearest even, as torch's .to(bfloat16)); everything else stays fp32. FP8 / FP4 Linear
+// weights are stored as the checkpoint ships them (native_weight.h: their bytes and scales, about
+// 1 and 0.5 bytes a weight) and computed on by the FP8 / FP4 kernels; so are a layer's experts
+// when every matrix the GPU holds is FP8 / FP4 of one type with rows the MoE kernels' loads fit
+// (DeviceWeights::experts). Other experts and EXL3 weights are decoded on the host and stored like
+// dense ones: FP8 / FP4 values are exact in either type, EXL3's are its fp32 decoding.
 //
 // Routed experts homed on the CPU by a plan (set_cpu_experts, issue 7) are never uploaded: their
 // entries in the expert tables are null, and CudaOps::moe has the CPU compute them.
@@ -44,7 +48,7 @@ class DeviceWeights {
     const void* data;
     WeightType type;
     int64_t rows, cols;
-    size_t element_bytes() const { return type == WeightType::BF16 ? 2 : 4; }
+    size_t bytes() const { return static_cast<size_t>(weight_bytes(type, rows, cols)); }
   };
 
   const float* tensor(const Tensor& host);
@@ -68,6 +72,9 @@ class DeviceWeights {
  private:
   void* upload(const void* src, size_t bytes);
   const void* upload_linear(std::span<const float> values);
+  // A Linear stored as `linear_type_` (a quantised one decoded on the host): the expert tables'
+  // matrices when they are not all of one FP8 / FP4 type.
+  const Linear& dense_linear(const LinearWeight& host);
   void* allocate(size_t bytes);
   // Device memory for a shape-only host weight, filled with random values.
   void* generate(int64_t count, WeightType type, float stddev);

@@ -19,8 +19,11 @@
 // Both kernels are programmatic dependents of the kernel before them (route, then gate_up): their
 // blocks start while it ends; down's first weight loads go out before it waits for `hidden`.
 //
+// FP8 / FP4 experts (as shipped, weight_format.h) take the same kernels: a 16-byte load is 16 e4m3
+// of one block or 32 e2m1 of one scale group, each weight decoded where it is used (moe_plan.cuh).
 // Left for later: tensor-core tiles (mma / wgmma) over each expert's tokens for prefill, and
-// FP4/FP8 expert weights read directly.
+// shapes tuned for the quantised types (D = 4096 is 4 chunks of 32 x 32 e2m1: half of gate_up's
+// 8 slices of a unit then have no chunk).
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
@@ -40,7 +43,9 @@ constexpr int kMaxDevices = 64;
 // For TC tokens: rows per unit, the warps that share a gate/up unit's reduction (the block's other
 // warps take other units), and chunks (of 32*V columns) per load batch, chosen so that a warp has
 // 8-16 weight loads of 16 bytes in flight within 128 registers (2 blocks of 256 threads a
-// multiprocessor; sm_90a spills nothing in the loads' loops).
+// multiprocessor; sm_90a spills nothing in the loads' loops). FP8 / FP4 take one chunk a batch
+// and 4 down rows: a load holds 2-4x the weights, and decoding them needs the registers (FP4 with 8
+// tokens still spills a few words in down).
 template <int TC>
 struct Shape {
   static constexpr int gate_rows = TC == 1 ? 4 : 2;               // output rows (a gate and an up row each)
@@ -58,6 +63,21 @@ __device__ void accumulate(const Weights<T, V> (&w)[R], const float (&a)[V], int
     for (int q = 0; q < V; ++q) acc[r * TC + t] = fmaf(w[r].at(q), a[q], acc[r * TC + t]);
 }
 
+template <class T>
+constexpr bool kQuantized = std::is_same_v<T, Fp8> || std::is_same_v<T, Fp4>;
+
+// A kernel's passes with 16-byte weight loads, or element loads when a matrix is not 16-byte
+// aligned; FP8 / FP4 matrices are aligned by contract (ops.cuh) and have only the first.
+template <class T, class Passes>
+__device__ void run_passes(const Plan& p, const Passes& passes) {
+  if constexpr (kQuantized<T>)
+    passes(std::true_type{});
+  else if (p.misaligned)
+    passes(std::false_type{});
+  else
+    passes(std::true_type{});
+}
+
 // grid (blocks per group, groups). Unit = (expert u, output rows r0 .. r0 + R). The warps form
 // teams of S; a team takes every (8/S)-th unit of the block's run, and its warp s sums over slice s
 // of D's chunks of 32*V columns.
@@ -65,9 +85,9 @@ template <class T, int V, int TC>
 __global__ void __launch_bounds__(kThreads, 2)
     gate_up_kernel(const float* __restrict__ x, int n, int D, int I, const int32_t* __restrict__ experts,
                    const float* __restrict__ weights, int k, int E, const void* const* gate, const void* const* up,
-                   float limit, float* __restrict__ hidden) {
+                   MatrixLayout layout, float limit, float* __restrict__ hidden) {
   constexpr int R = Shape<TC>::gate_rows, M = 2 * R * TC, S = Shape<TC>::gate_slices, kTeams = kWarps / S;
-  constexpr int kChunks = 16 / S, kUnits = kPartFloats / (S * M);
+  constexpr int kChunks = kQuantized<T> ? 1 : 16 / S, kUnits = kPartFloats / (S * M);
   __shared__ Plan p;
   __shared__ float part[kUnits][S][M];  // [unit of the pass][slice][(2r + up) * TC + t]
   const int group = blockIdx.y, slice = threadIdx.x / 32 % S, team = threadIdx.x / 32 / S, lane = threadIdx.x % 32;
@@ -86,8 +106,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int pass_units = min(kUnits, end - pass);
       for (int i = team; i < pass_units; i += kTeams) {
         const int u = (pass + i) / row_units, r0 = (pass + i) % row_units * R;
-        const T* g = static_cast<const T*>(p.w[0][u]);
-        const T* v = static_cast<const T*>(p.w[1][u]);
+        const void* g = p.w[0][u];
+        const void* v = p.w[1][u];
         const uint32_t mask = p.mask[u];
         float acc[M] = {};
         for (int c = c0; c < c1; c += kChunks) {
@@ -100,9 +120,9 @@ __global__ void __launch_bounds__(kThreads, 2)
             ok[j] = c + j < c1 && col[j] < D;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-              const size_t row = static_cast<size_t>(min(r0 + r, I - 1)) * D;  // past I: read again, not kept
-              w[j][2 * r] = load_weights<T, V, decltype(aligned)::value>(g + row, col[j], ok[j]);
-              w[j][2 * r + 1] = load_weights<T, V, decltype(aligned)::value>(v + row, col[j], ok[j]);
+              const int row = min(r0 + r, I - 1);  // past I: read again, not kept
+              w[j][2 * r] = load_row<T, V, decltype(aligned)::value>(g, layout, row, col[j], ok[j]);
+              w[j][2 * r + 1] = load_row<T, V, decltype(aligned)::value>(v, layout, row, col[j], ok[j]);
             }
           }
 #pragma unroll
@@ -133,10 +153,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();  // part is written again by the next pass
     }
   };
-  if (p.misaligned)
-    passes(std::false_type{});
-  else
-    passes(std::true_type{});
+  run_passes<T>(p, passes);
 }
 
 // grid (blocks per group, groups). Unit = output rows d0 .. d0 + R; warp w sums over its slice of
@@ -144,8 +161,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <class T, int V, int TC>
 __global__ void __launch_bounds__(kThreads, 2)
     down_kernel(const float* __restrict__ hidden, int n, int D, int I, const int32_t* __restrict__ experts, int k,
-                int E, const void* const* down, float* __restrict__ out) {
-  constexpr int R = Shape<TC>::down_rows, M = R * TC, kChunks = Shape<TC>::down_chunks;
+                int E, const void* const* down, MatrixLayout layout, float* __restrict__ out) {
+  constexpr int R = kQuantized<T> ? 4 : Shape<TC>::down_rows, M = R * TC;
+  constexpr int kChunks = kQuantized<T> ? 1 : Shape<TC>::down_chunks;
   constexpr int kUnits = kPartFloats / (kWarps * M);
   __shared__ Plan p;
   __shared__ float part[kUnits][kWarps][M];  // [unit of the pass][warp][r * TC + t]
@@ -175,11 +193,10 @@ __global__ void __launch_bounds__(kThreads, 2)
             u[j] = ok[j] ? (c + j) / per_expert : 0;
             col[j] = (c + j) % per_expert * 32 * V + lane * V;
             ok[j] = ok[j] && col[j] < I;
-            const T* m = static_cast<const T*>(p.w[0][u[j]]);
+            const void* m = p.w[0][u[j]];
 #pragma unroll
             for (int r = 0; r < R; ++r)  // rows past D: read again, not kept
-              w[j][r] = load_weights<T, V, decltype(aligned)::value>(m + static_cast<size_t>(min(d0 + r, D - 1)) * I,
-                                                                     col[j], ok[j]);
+              w[j][r] = load_row<T, V, decltype(aligned)::value>(m, layout, min(d0 + r, D - 1), col[j], ok[j]);
           }
           if (!waited) {
             cudaGridDependencySynchronize();
@@ -217,12 +234,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();
     }
   };
-  if (p.misaligned)
-    passes(std::false_type{});
-  else
-    passes(std::true_type{});
+  run_passes<T>(p, passes);
   // This grid ends after gate_up's in every case, so work after it in the stream sees both.
   cudaGridDependencySynchronize();
+}
+
+// The layout of a [rows, cols] matrix of type t (weight_format.h).
+MatrixLayout layout_of(WeightType t, int64_t rows, int64_t cols) {
+  const int block = fp8_block(t), shift = block == 128 ? 7 : 5;
+  return {weight_value_bytes(t, 1, cols), weight_scale_offset(t, rows, cols),
+          block ? (cols + block - 1) / block : cols / 32, block ? shift : 0, shift};
 }
 
 // Multiprocessors x resident blocks of `kernel` on the current device, found once per device.
@@ -258,26 +279,33 @@ cudaError_t launch(const float* x, int n, int D, int I, const int32_t* experts, 
   const dim3 gate_grid(blocks_for(resident_blocks(gate_up_kernel<T, V, TC>, gate_up_cache), groups, gate_units),
                        groups);
   const dim3 down_grid(blocks_for(resident_blocks(down_kernel<T, V, TC>, down_cache), groups, down_units), groups);
-  if (const cudaError_t e = launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, dim3(kThreads), 0, stream, x, n, D, I,
-                                             experts, weights, k, E, tables.gate, tables.up, limit, hidden))
+  if (const cudaError_t e =
+          launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, dim3(kThreads), 0, stream, x, n, D, I, experts, weights,
+                           k, E, tables.gate, tables.up, layout_of(tables.type, I, D), limit, hidden))
     return e;
   return launch_dependent(down_kernel<T, V, TC>, down_grid, dim3(kThreads), 0, stream, hidden, n, D, I, experts, k, E,
-                          tables.down, out);
+                          tables.down, layout_of(tables.type, D, I), out);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// 16-byte loads (V = 16 / sizeof(T)) when the activation rows allow them, with TC = the group's
-// tokens rounded up to a power of two; single loads (TC = kGroup) otherwise. Expert matrices that
-// are not 16-byte aligned are read element by element inside the kernels.
+// 16-byte loads (V weights: 4 fp32, 8 bf16, 16 e4m3, 32 e2m1) when the activation rows allow them,
+// with TC = the group's tokens rounded up to a power of two; single loads (TC = kGroup) otherwise,
+// which FP8 / FP4 do not have (refused). Expert matrices that are not 16-byte aligned are read
+// element by element inside the kernels.
 template <class T>
 cudaError_t launch_type(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
                         const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream) {
-  constexpr int V = 16 / sizeof(T);
+  constexpr int V = std::is_same_v<T, Fp8> ? 16 : std::is_same_v<T, Fp4> ? 32 : 16 / sizeof(T);
   const auto go = [&](auto launcher) {
     return launcher(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
   };
-  if (D % V != 0 || I % V != 0 || !aligned16(x) || !aligned16(hidden)) return go(launch<T, 1, kGroup>);
+  if (D % V != 0 || I % V != 0 || !aligned16(x) || !aligned16(hidden)) {
+    if constexpr (kQuantized<T>)
+      return cudaErrorInvalidValue;
+    else
+      return go(launch<T, 1, kGroup>);
+  }
   const int tokens = std::min(n, kGroup);
   if (tokens == 1) return go(launch<T, V, 1>);
   if (tokens == 2) return go(launch<T, V, 2>);
@@ -299,6 +327,11 @@ cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* expe
       return launch_type<float>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
     case WeightType::BF16:
       return launch_type<bf16>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
+    case WeightType::Fp8Block128:
+    case WeightType::Fp8Block32:
+      return launch_type<Fp8>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
+    case WeightType::Fp4:
+      return launch_type<Fp4>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -1,7 +1,11 @@
 #pragma once
 // The parts of the MoE expert kernels (moe.cu): a group's plan (which experts, which tokens, which
-// rows of `hidden`), weight and activation loads, and the warp's sums of several values at once.
+// rows of `hidden`), weight loads (fp32, bf16, and FP8 / FP4 as shipped, decoded where used) and
+// activation loads, and the warp's sums of several values at once.
 #include <cstdint>
+#include <type_traits>
+
+#include "frank/cuda/fp8_fp4_decode.h"
 
 namespace frank::cuda::moe {
 
@@ -154,6 +158,74 @@ __device__ Weights<T, V> load_weights(const T* row, int col, bool ok) {
     }
   }
   return w;
+}
+
+// Where an expert matrix [rows, cols] keeps row r: its values at byte r * row_bytes; a quantised
+// one's scale of element (r, c) at byte scale_offset + (r >> row_shift) * scale_cols + (c >> col_shift)
+// (weight_format.h: FP8 blocks of B x B, both shifts log2 B; FP4 groups of 32 along a row, 0 and 5).
+struct MatrixLayout {
+  int64_t row_bytes, scale_offset, scale_cols;
+  int row_shift, col_shift;
+};
+
+// 16 e4m3 (word i: elements 4i .. 4i+3) or 32 e2m1 (word i: elements 8i .. 8i+7) of one block or
+// scale group, with the scale factor (fp8_fp4_decode.h); element q decoded where it is used.
+template <>
+struct Weights<Fp8, 16> {
+  uint32_t word[4];
+  float scale;
+  __device__ float at(int q) const {
+    const uint32_t w = word[q / 4];
+    const float2 f = fp16_pair_to_float2(q % 2 == 0 ? e4m3_pair_02(w) : e4m3_pair_13(w));  // bytes 0, 2 / 1, 3
+    return (q % 4 < 2 ? f.x : f.y) * scale;
+  }
+};
+template <>
+struct Weights<Fp4, 32> {
+  uint32_t word[4];
+  float scale;
+  __device__ float at(int q) const {
+    const uint32_t w = word[q / 8];
+    uint32_t pair = 0;  // nibbles q % 4 and q % 4 + 4
+    switch (q % 4) {
+      case 0:
+        pair = e2m1_pair<0>(w);
+        break;
+      case 1:
+        pair = e2m1_pair<1>(w);
+        break;
+      case 2:
+        pair = e2m1_pair<2>(w);
+        break;
+      default:
+        pair = e2m1_pair<3>(w);
+    }
+    const float2 f = fp16_pair_to_float2(pair);
+    return (q % 8 < 4 ? f.x : f.y) * scale;
+  }
+};
+
+// Row r of matrix m, elements [col, col + V), zeros when !ok. Dense types: load_weights; FP8 / FP4
+// (16-byte aligned only: their buffers are cudaMalloc'd whole) one 16-byte load and the scale byte.
+template <class T, int V, bool kAligned>
+__device__ Weights<T, V> load_row(const void* m, const MatrixLayout& l, int r, int col, bool ok) {
+  if constexpr (std::is_same_v<T, Fp8> || std::is_same_v<T, Fp4>) {
+    static_assert(kAligned && V == (std::is_same_v<T, Fp8> ? 16 : 32), "FP8 / FP4 rows are read 16 bytes at a time");
+    const auto* base = static_cast<const uint8_t*>(m);
+    const uint8_t* p = base + r * l.row_bytes + col / (std::is_same_v<T, Fp8> ? 1 : 2);
+    Weights<T, V> w{};
+    asm volatile(
+        "{\n .reg .pred on;\n setp.ne.b32 on, %4, 0;\n"
+        " @on ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%5];\n}"
+        : "+r"(w.word[0]), "+r"(w.word[1]), "+r"(w.word[2]), "+r"(w.word[3])
+        : "r"(static_cast<int>(ok)), "l"(p));
+    const uint8_t* s = base + l.scale_offset + (r >> l.row_shift) * l.scale_cols + (col >> l.col_shift);
+    w.scale = ok ? block_scale_factor(__ldg(s), std::is_same_v<T, Fp8> ? kE4m3Fp16Shift : kE2m1Fp16Shift) : 0.0f;
+    return w;
+  } else {
+    return load_weights<T, V, kAligned>(static_cast<const T*>(m) + static_cast<size_t>(r) * (l.row_bytes / sizeof(T)),
+                                        col, ok);
+  }
 }
 
 // Activations row[col .. col + V) (fp32, 16-byte aligned when V > 1), zeros when !ok.

@@ -2,7 +2,8 @@
 // The CUDA ops of the DeepSeek-V4 forward pass: host-side launchers, each asynchronous on `stream`
 // (no host synchronisation, no allocation, so a step made of them can be captured in a CUDA graph).
 // Every pointer is device memory. Activations and state are fp32, row-major; Linear weights are
-// fp32 (exactness tests) or bf16 (serving), always accumulated in fp32.
+// fp32 (exactness tests), bf16 (serving), or FP8 / FP4 as the checkpoint ships them
+// (weight_format.h), always accumulated in fp32.
 //
 // Each op computes what the CPU reference computes (the function named under it); the reference
 // accumulates in double, these in fp32, so they agree to rounding (tests/cuda/ops_check_*.cpp).
@@ -16,25 +17,30 @@
 
 #include <cuda_runtime.h>
 
+#include "frank/cuda/weight_format.h"
 #include "frank/engine/kv_record.h"
 
 namespace frank::cuda {
 
-enum class WeightType { F32, BF16 };
 using engine::KvFormat;
 using engine::KvRowLayout;
 
 // ---- dense ops (dense_ops.cu) ---------------------------------------------------------------
 
 // y[t*ldy + o] = sum_i W[o*in + i] * x[t*ldx + i] for t < n, o < out. W is [out, in] row-major, of
-// type `wt`. Strides let a caller run on column slices of x and y. cpu::linear.
+// type `wt` (its buffer laid out as weight_format.h says; FP4 needs in % 32 == 0). Strides let a
+// caller run on column slices of x and y. cpu::linear; cpu::quantized_linear_rows for FP8 / FP4,
+// whose weights are decoded in registers to their exact values (e4m3 / e2m1 times a power of two),
+// so the result is that of the fp32 GEMV over cpu::dequantize's weights. Not served: scale bytes
+// >= 247 (FP8) / 241 (FP4), blocks of weights near 2^110 and up, which give inf; NaN codes
+// (fp8_fp4_decode.h).
 cudaError_t linear(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int64_t out, int64_t in, float* y,
                    int64_t ldy, cudaStream_t stream);
 
 // Several weights of one type applied to the same x in one launch (the projections of a layer's
 // input: fewer, larger launches than one linear each): outputs[s].y[t*ldy + o] =
 // sum_i outputs[s].w[o*in + i] * x[t*ldx + i] for t < n, o < outputs[s].out. 1 <= count <=
-// kMaxLinearOutputs. Each output is what linear computes. cpu::linear.
+// kMaxLinearOutputs. Each output is what linear computes (any weight type linear takes).
 constexpr int kMaxLinearOutputs = 8;
 struct LinearOutput {
   const void* w;
@@ -47,8 +53,9 @@ cudaError_t linears(const float* x, int64_t ldx, int n, int64_t in, WeightType w
 
 // The grouped output projection in one launch: group g < groups applies its `rows` rows of W to its
 // own `in` columns of x, y[t*ldy + g*rows + r] = sum_i W[(g*rows + r)*in + i] * x[t*ldx + g*in + i]
-// for t < n, r < rows. W is [groups*rows, in] row-major, of type `wt`; ldx >= groups*in,
-// ldy >= groups*rows. engine::CpuOps::grouped_linear.
+// for t < n, r < rows. W is [groups*rows, in] row-major, of type `wt` (an FP8 weight's blocks
+// span the whole [groups*rows, in] matrix, as shipped); ldx >= groups*in, ldy >= groups*rows.
+// engine::CpuOps::grouped_linear.
 cudaError_t linear_grouped(const float* x, int64_t ldx, int n, const void* w, WeightType wt, int groups, int64_t rows,
                            int64_t in, float* y, int64_t ldy, cudaStream_t stream);
 
@@ -205,7 +212,11 @@ cudaError_t route(const float* logits, int n, int E, int k, const float* bias, c
                   const int32_t* forced = nullptr);
 
 // The weights of every expert, as device tables of device pointers indexed by expert id; the shared
-// expert is index E (one past the routed experts). gate, up: [I, D]; down: [D, I].
+// expert is index E (one past the routed experts). gate, up: [I, D]; down: [D, I]; every matrix of
+// one `type`, laid out as weight_format.h says. FP8 / FP4 matrices must start 16-byte aligned
+// (cudaMalloc'd buffers do; unchecked: the tables live on the device), and D and I be multiples of
+// 16 (FP8) / 32 (FP4), else moe_experts refuses them; each weight is decoded exactly where it is
+// used, so the result is that over cpu::dequantize's weights.
 struct ExpertTables {
   const void* const* gate;
   const void* const* up;
