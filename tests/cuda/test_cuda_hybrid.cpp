@@ -135,6 +135,7 @@ CachedRun run_with_cache(const std::filesystem::path& dir, size_t slots, const e
         const auto& kept = split_session.layers[static_cast<size_t>(l)].last_experts;
         std::vector<int32_t> chosen(static_cast<size_t>(kept.numel()));
         kept.copy_to_host(chosen.data());
+        EXPECT_EQ(cudaStreamSynchronize(kept.stream()), cudaSuccess);
         std::set<uint32_t> layer_used;
         for (const int32_t e : chosen) {
           if (e < 0 || e >= E || !homes.on_cpu(l, e)) continue;

@@ -65,6 +65,7 @@ WeightType parse_weight_type(const std::string& text) {
 }
 
 DeviceWeights::~DeviceWeights() {
+  cache_.reset();  // first: its copies in flight write into the expert tables freed below
   for (void* p : buffers_) cudaFree(p);
 }
 
@@ -199,6 +200,7 @@ void DeviceWeights::set_expert_cache(size_t slots, const experts::CachePolicy& p
 
 void DeviceWeights::end_step() {
   if (cache_) cache_->end_step(*this, *cpu_experts_, stream_);
+  else if (cpu_experts_) cpu_experts_->take_step_usage();  // no policy to feed: dropped, not kept growing
 }
 
 void DeviceWeights::wait_for_expert_copies() {

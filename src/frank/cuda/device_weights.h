@@ -79,7 +79,7 @@ class DeviceWeights {
   void set_expert_cache(size_t slots, const experts::CachePolicy& policy);
   ExpertCacheSlots* expert_cache() const { return cache_.get(); }
   // After a step's kernels were issued on the stream: the cache's policy sees the step's routings
-  // and starts its copies (ExpertCacheSlots::end_step). Nothing without a cache.
+  // and starts its copies (ExpertCacheSlots::end_step). Without a cache the routings are dropped.
   void end_step();
   // Before a split layer's kernels: the stream waits for the copies the last end_step started.
   void wait_for_expert_copies();
