@@ -159,8 +159,13 @@ CachedRun run_with_cache(const std::filesystem::path& dir, size_t slots, const e
       EXPECT_EQ(counted.hit_routings - run.hits, hits) << "step " << run.steps;
       EXPECT_EQ(counted.miss_routings - run.misses, misses) << "step " << run.steps;
       EXPECT_EQ(counted.zero_miss_steps - run.zero_miss_steps, misses == 0 ? 1u : 0u) << "step " << run.steps;
-      run.hits = counted.hit_routings, run.misses = counted.miss_routings, run.zero_miss_steps = counted.zero_miss_steps;
-      if (pass == 1) run.second_pass_hits += hits, run.second_pass_misses += misses;
+      run.hits = counted.hit_routings;
+      run.misses = counted.miss_routings;
+      run.zero_miss_steps = counted.zero_miss_steps;
+      if (pass == 1) {
+        run.second_pass_hits += hits;
+        run.second_pass_misses += misses;
+      }
       run.steps += 1;
     }
   }

@@ -60,7 +60,8 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   model::ModelWeights weights = model::skeleton_weights(config, o.seed);
   const experts::GpuWeightBytes gpu_bytes =
       experts::gpu_weight_bytes(config, weights, o.weights == WeightType::BF16 ? 2 : 4);
-  experts::ExpertHomes homes = experts::choose_expert_homes(config, gpu_bytes, {o.plan, o.gpu_memory_budget_gb, o.expert_cache_slots});
+  experts::ExpertHomes homes =
+      experts::choose_expert_homes(config, gpu_bytes, {o.plan, o.gpu_memory_budget_gb, o.expert_cache_slots});
   const int L = config.num_layers, T = o.tokens_per_step, E = config.n_routed_experts;
   const int64_t D = config.hidden_size, I = config.moe_intermediate_size;
 
@@ -186,14 +187,15 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
                      prop.name, gpu_bw / 1e9, threads, host_bw / 1e9, threads);
   out << routing.describe() << "\n\n";
   if (const ExpertCacheSlots* cache = gpu.device_weights().expert_cache()) {
-    const ExpertCacheSlots::Counters& c = cache->counters();
+    const ExpertCacheSlots::Counters c = cache->counters();
     const uint64_t routings = c.hit_routings + c.miss_routings;
+    const double hit_percent =
+        routings ? 100.0 * static_cast<double>(c.hit_routings) / static_cast<double>(routings) : 0.0;
     out << fmt::format("GPU expert cache: {} slots ({:.2f} GB); over all {} steps (warm-up included): {} of {} routings "
                        "to CPU-homed experts hit a GPU copy ({:.1f}%), {} steps with no CPU miss, {} fills, {} "
                        "evictions.\n\n",
                        cache->slots(), static_cast<double>(cache->device_bytes()) / 1e9, c.steps, c.hit_routings,
-                       routings, routings ? 100.0 * static_cast<double>(c.hit_routings) / static_cast<double>(routings) : 0.0,
-                       c.zero_miss_steps, c.fills, c.evictions);
+                       routings, hit_percent, c.zero_miss_steps, c.fills, c.evictions);
   } else {
     out << "GPU expert cache: none (--expert-cache-slots 0).\n\n";
   }
