@@ -28,6 +28,7 @@ struct DecodeOptions {
   std::string plan;
   std::optional<double> gpu_memory_budget_gb;
   unsigned cpu_expert_threads = 0;
+  size_t expert_cache_slots = 512;
   std::string routing_from;
 };
 
@@ -47,6 +48,7 @@ void run_decode(const DecodeOptions& o) {
   b.plan = o.plan;
   b.gpu_memory_budget_gb = o.gpu_memory_budget_gb;
   b.cpu_expert_threads = o.cpu_expert_threads;
+  b.expert_cache_slots = o.expert_cache_slots;
   b.routing_from = o.routing_from;
   cuda::run_decode_bench(b, std::cout);
 #else
@@ -91,6 +93,10 @@ void register_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   decode->add_option("--cpu-expert-threads", o->cpu_expert_threads,
                      "threads computing the CPU's experts, pinned to cores 0..N-1 (0: all)")
+      ->capture_default_str();
+  decode->add_option("--expert-cache-slots", o->expert_cache_slots,
+                     "GPU slots, one routed expert each, holding copies of the CPU-homed experts used most; they "
+                     "come out of --gpu-memory-budget")
       ->capture_default_str();
   decode->add_option("--routing-from", o->routing_from,
                      "a routing trace (frank plan generate-trace, --record-routing) whose experts every step routes "

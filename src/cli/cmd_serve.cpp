@@ -46,6 +46,26 @@ std::filesystem::path tokenizer_path(const ServeOptions& o) {
 
 // Runs one token on a fresh device session, so that the weights are uploaded and any device
 // failure (memory, unsupported weight format) stops the server before it listens.
+// The GPU expert cache's counters (cuda/expert_cache_slots.h) in /metrics.
+void export_expert_cache(const Backend& backend, server::HttpServer& http) {
+  server::Metrics& m = http.metrics();
+  m.declare_counter("frank_expert_cache_steps_total", "Steps seen by the GPU expert cache");
+  m.declare_counter("frank_expert_cache_hit_routings_total", "Routings to CPU-homed experts run on a GPU copy");
+  m.declare_counter("frank_expert_cache_miss_routings_total", "Routings to CPU-homed experts run on the CPU");
+  m.declare_counter("frank_expert_cache_zero_miss_steps_total", "Steps with no routing run on the CPU");
+  m.declare_counter("frank_expert_cache_fills_total", "Experts copied into GPU cache slots");
+  m.declare_counter("frank_expert_cache_evictions_total", "Experts evicted from GPU cache slots");
+  http.refresh_metrics_with([&backend](server::Metrics& metrics) {
+    const Backend::ExpertCacheTotals c = *backend.expert_cache_totals();
+    metrics.set_total("frank_expert_cache_steps_total", static_cast<double>(c.steps));
+    metrics.set_total("frank_expert_cache_hit_routings_total", static_cast<double>(c.hit_routings));
+    metrics.set_total("frank_expert_cache_miss_routings_total", static_cast<double>(c.miss_routings));
+    metrics.set_total("frank_expert_cache_zero_miss_steps_total", static_cast<double>(c.zero_miss_steps));
+    metrics.set_total("frank_expert_cache_fills_total", static_cast<double>(c.fills));
+    metrics.set_total("frank_expert_cache_evictions_total", static_cast<double>(c.evictions));
+  });
+}
+
 void warm_up(const engine::Model& model, Backend& backend) {
   const auto start = std::chrono::steady_clock::now();
   const int32_t bos = model.config().bos_token_id;
@@ -97,6 +117,7 @@ void run(ServeOptions o) {
   std::unique_ptr<engine::SessionBackend> device_sessions;
   if (!backend.is_cpu()) device_sessions = backend.session_backend();
   server::HttpServer http(*model, tokenizer, o.server, device_sessions.get());
+  if (backend.expert_cache_totals()) export_expert_cache(backend, http);
   if (!backend.is_cpu()) warm_up(*model, backend);
   const int port = http.bind();
   g_server = &http;

@@ -48,6 +48,10 @@ void ModelSource::add_options(CLI::App& app) {
   app.add_option("--cpu-expert-threads", cpu_expert_threads,
                  "cuda with CPU-homed experts: threads that compute them, pinned to cores 0..N-1 (0: all)")
       ->capture_default_str();
+  app.add_option("--expert-cache-slots", expert_cache_slots,
+                 "cuda with CPU-homed experts: GPU slots, one routed expert each, that hold copies of the CPU-homed "
+                 "experts used most (docs/expert-plans.md); they come out of --gpu-memory-budget")
+      ->capture_default_str();
   app.add_option("--dump-topk-rows", dump_topk_rows,
                  "write every indexer score row of the run to DIR/topk-rows.bin (CPU backend; for frank_topk_check "
                  "--rows)");
@@ -120,14 +124,18 @@ struct Backend::Gpu {
     const int value_bytes = cuda::parse_weight_type(source.weights_dtype) == cuda::WeightType::BF16 ? 2 : 4;
     const experts::GpuWeightBytes bytes = experts::gpu_weight_bytes(m.config(), m.weights(), value_bytes);
     experts::ExpertHomes homes =
-        experts::choose_expert_homes(m.config(), bytes, {source.plan, source.gpu_memory_budget_gb});
+        experts::choose_expert_homes(m.config(), bytes, {source.plan, source.gpu_memory_budget_gb,
+                                                         source.expert_cache_slots});
     const size_t cpu = homes.cpu_count(), total = static_cast<size_t>(m.config().num_layers) * m.config().n_routed_experts;
-    std::cerr << fmt::format("experts: {} of {} routed experts on the CPU ({}), {:.2f} GB of weights on the GPU; "
-                             "steps with CPU experts are issued eagerly (no CUDA graphs)\n",
-                             cpu, total, source.plan.empty() ? "default ordering" : source.plan,
-                             (bytes.other + static_cast<double>(total - cpu) * bytes.routed_expert) / 1e9);
+    const size_t slots = experts::usable_cache_slots(homes, source.expert_cache_slots);
+    std::cerr << fmt::format("experts: {} of {} routed experts on the CPU ({}), {} GPU cache slots, {:.2f} GB of "
+                             "weights and slots on the GPU; steps with CPU experts are issued eagerly (no CUDA "
+                             "graphs)\n",
+                             cpu, total, source.plan.empty() ? "default ordering" : source.plan, slots,
+                             (bytes.other + static_cast<double>(total - cpu + slots) * bytes.routed_expert) / 1e9);
     model.device_weights().set_cpu_experts(
         std::make_unique<cuda::CpuExperts>(m.config(), m.weights(), std::move(homes), source.cpu_expert_threads));
+    model.device_weights().set_expert_cache(source.expert_cache_slots, {});
   }
   cuda::CudaModel model;
   engine::KvFormat kv;
@@ -189,6 +197,17 @@ void Backend::replay_routing(engine::RoutingReplay* replay) {
 #endif
 }
 
+std::optional<Backend::ExpertCacheTotals> Backend::expert_cache_totals() const {
+#ifdef FRANK_WITH_CUDA
+  const cuda::ExpertCacheSlots* cache = gpu_ ? gpu_->model.device_weights().expert_cache() : nullptr;
+  if (cache == nullptr) return std::nullopt;
+  const cuda::ExpertCacheSlots::Counters c = cache->counters();
+  return ExpertCacheTotals{c.steps, c.hit_routings, c.miss_routings, c.zero_miss_steps, c.fills, c.evictions};
+#else
+  return std::nullopt;
+#endif
+}
+
 std::string Backend::step_summary() const {
 #ifdef FRANK_WITH_CUDA
   if (!gpu_) return "";
@@ -216,7 +235,12 @@ std::string Backend::step_summary() const {
     line += fmt::format("; {} {}-token step(s): median {:.3f} ms, p10-p90 {:.3f}-{:.3f} ms", ms.size(), tokens,
                         at(0.5), at(0.1), at(0.9));
   }
-  return line + " (GPU time, CUDA events)";
+  line += " (GPU time, CUDA events)";
+  if (const auto c = expert_cache_totals())
+    line += fmt::format("; GPU expert cache: {} routings to CPU-homed experts hit a copy, {} missed; {} of {} steps "
+                        "without a miss; {} fills, {} evictions",
+                        c->hit_routings, c->miss_routings, c->zero_miss_steps, c->steps, c->fills, c->evictions);
+  return line;
 #else
   return "";
 #endif

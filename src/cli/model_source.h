@@ -31,6 +31,7 @@ struct ModelSource {
   std::string plan;
   std::optional<double> gpu_memory_budget_gb;
   unsigned cpu_expert_threads = 0;
+  size_t expert_cache_slots = 512;  // GPU copies of CPU-homed experts (cuda/expert_cache_slots.h)
 
   void add_options(CLI::App& app);
   // Loads the model (on the host; a GPU backend uploads from it); prints a warning for checkpoint
@@ -69,6 +70,12 @@ class Backend {
   std::unique_ptr<engine::SessionBackend> session_backend();
   // One line on the GPU time of the calls so far (CUDA events), or "" on the CPU backend.
   std::string step_summary() const;
+  // The GPU expert cache's counters so far (cuda/expert_cache_slots.h), or nothing without one.
+  // Safe to call from another thread than the one running steps.
+  struct ExpertCacheTotals {
+    uint64_t steps, hit_routings, miss_routings, zero_miss_steps, fills, evictions;
+  };
+  std::optional<ExpertCacheTotals> expert_cache_totals() const;
   // Later forward calls on this backend route to `replay`'s experts (null: the router chooses).
   void replay_routing(engine::RoutingReplay* replay);
 

@@ -1,7 +1,10 @@
 // Routed experts split between GPU and CPU by a plan (issue 7; cuda/cpu_experts.h): on every golden
 // fixture, with a third of the routed experts homed on the CPU (the default ordering), the logits
 // equal the CPU reference and the all-GPU run, fed in full and incrementally; the CPU-homed experts
-// never reach device memory; a bad placement is refused. Skipped, saying so, without a CUDA device.
+// never reach device memory; a bad placement is refused. With GPU cache slots (expert_cache_slots.h)
+// the logits stay the all-GPU run's while experts are admitted and evicted, the counters add up
+// against the routings read back from the device, and the admissions are experts::ExpertCache's
+// (the simulator's policy) for the same routings. Skipped, saying so, without a CUDA device.
 //
 // Tolerance: fp32 weights, |split - reference| <= 1e-3 * max(1, |reference|), the CUDA forward's own
 // (test_cuda_forward.cpp). The split changes only where the routed sum is added: the GPU's experts
@@ -17,11 +20,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "frank/core/error.h"
 #include "frank/cuda/cuda_model.h"
 #include "frank/engine/run_modes.h"
 #include "frank/experts/baseline_plans.h"
+#include "frank/experts/expert_cache.h"
 #include "frank/experts/expert_homes.h"
 #include "frank/experts/model_fingerprint.h"
 #include "cuda/cuda_forward_util.h"
@@ -82,6 +87,130 @@ TEST(CudaHybrid, AThirdOfTheExpertsOnTheCpuGivesTheSameLogits) {
           << "steps with CPU experts must be issued eagerly";
     }
   }
+}
+
+// One prompt fed a token per step, twice (two sessions, one cache), through a split model with
+// cache slots and through the all-GPU model. Per step it checks against the routings the device
+// kept (LayerState::last_experts, read back independently of the host's copy) and against a
+// reference experts::ExpertCache fed the same routings:
+//   - logits: the all-GPU run's, within the hybrid tolerance above (a cached expert computed on
+//     the GPU is the all-GPU model's computation of it; a lost, doubled or wrongly copied expert
+//     moves the logits far more);
+//   - hits: the routings to CPU-homed experts the reference cache held when the step ran, misses
+//     the rest (so hits + misses = the routings to CPU-homed experts);
+//   - admissions: the experts the reference newly holds after the step.
+struct CachedRun {
+  size_t steps = 0, evictions = 0, fills = 0;
+  uint64_t hits = 0, misses = 0, zero_miss_steps = 0, second_pass_misses = 0, second_pass_hits = 0;
+};
+
+CachedRun run_with_cache(const std::filesystem::path& dir, size_t slots, const experts::CachePolicy& policy) {
+  const Fixture f = load_fixture(dir);
+  const auto model = load(dir);
+  const model::ModelConfig& c = model->config();
+  const int E = c.n_routed_experts;
+  cuda::CudaModel all_gpu(*model, cuda::WeightType::F32);
+  cuda::CudaModel split(*model, cuda::WeightType::F32);
+  const experts::ExpertHomes homes = third_on_cpu(c);
+  split.device_weights().set_cpu_experts(std::make_unique<cuda::CpuExperts>(c, model->weights(), homes, 2));
+  split.device_weights().set_expert_cache(slots, policy);
+  const cuda::ExpertCacheSlots* cache = split.device_weights().expert_cache();
+  EXPECT_NE(cache, nullptr);
+  if (cache == nullptr) return {};
+  experts::ExpertCache reference(static_cast<size_t>(c.num_layers) * E, cache->slots(), policy);
+
+  CachedRun run;
+  for (int pass = 0; pass < 2; ++pass) {
+    cuda::DeviceSession gpu_session = all_gpu.new_session(), split_session = split.new_session();
+    for (const int32_t id : f.ids) {
+      const std::vector<int32_t> one{id};
+      const Tensor want = all_gpu.forward(gpu_session, one, engine::Model::Logits::Last);
+      const Tensor got = split.forward(split_session, one, engine::Model::Logits::Last);
+      const Worst err = compare(got, want);
+      EXPECT_LE(err.err, 1e-3) << "step " << run.steps << " (pass " << pass << ")";
+
+      std::vector<uint32_t> used;  // distinct CPU-homed experts, ascending
+      uint64_t hits = 0, misses = 0;
+      for (int l = 0; l < c.num_layers; ++l) {
+        const auto& kept = split_session.layers[static_cast<size_t>(l)].last_experts;
+        std::vector<int32_t> chosen(static_cast<size_t>(kept.numel()));
+        kept.copy_to_host(chosen.data());
+        EXPECT_EQ(cudaStreamSynchronize(kept.stream()), cudaSuccess);
+        std::set<uint32_t> layer_used;
+        for (const int32_t e : chosen) {
+          if (e < 0 || e >= E || !homes.on_cpu(l, e)) continue;
+          const uint32_t key = static_cast<uint32_t>(l * E + e);
+          (reference.holds(key) ? hits : misses) += 1;
+          layer_used.insert(key);
+        }
+        used.insert(used.end(), layer_used.begin(), layer_used.end());
+      }
+      std::vector<uint32_t> held_before;
+      for (const uint32_t key : used)
+        if (reference.holds(key)) held_before.push_back(key);
+      reference.end_step(used);
+      std::vector<uint32_t> admitted;
+      for (const uint32_t key : used)
+        if (reference.holds(key) && !std::binary_search(held_before.begin(), held_before.end(), key))
+          admitted.push_back(key);
+      EXPECT_EQ(cache->last_fills(), admitted) << "step " << run.steps;
+
+      const auto counted = cache->counters();
+      EXPECT_EQ(counted.hit_routings - run.hits, hits) << "step " << run.steps;
+      EXPECT_EQ(counted.miss_routings - run.misses, misses) << "step " << run.steps;
+      EXPECT_EQ(counted.zero_miss_steps - run.zero_miss_steps, misses == 0 ? 1u : 0u) << "step " << run.steps;
+      run.hits = counted.hit_routings;
+      run.misses = counted.miss_routings;
+      run.zero_miss_steps = counted.zero_miss_steps;
+      if (pass == 1) {
+        run.second_pass_hits += hits;
+        run.second_pass_misses += misses;
+      }
+      run.steps += 1;
+    }
+  }
+  run.fills = cache->counters().fills;
+  run.evictions = cache->counters().evictions;
+  EXPECT_EQ(cache->counters().steps, run.steps);
+  std::cout << fmt::format("[ cache ] {}: {} slots, {} steps: {} hits, {} misses ({} in the second pass), {} steps "
+                           "with no miss, {} fills, {} evictions\n",
+                           f.name(), cache->slots(), run.steps, run.hits, run.misses, run.second_pass_misses,
+                           run.zero_miss_steps, run.fills, run.evictions);
+  return run;
+}
+
+// Two slots, a short half-life: experts come and go every few steps.
+TEST(CudaHybridCache, LogitsStayTheAllGpuRunsWhileExpertsAreAdmittedAndEvicted) {
+  REQUIRE_GPU();
+  const auto dirs = fixture_dirs();
+  ASSERT_FALSE(dirs.empty());
+  const CachedRun run = run_with_cache(dirs.front(), 2, {.half_life_steps = 1, .max_fills_per_step = 2});
+  EXPECT_GT(run.hits, 0u) << "no routing ran on a GPU copy: the cache was not exercised";
+  EXPECT_GT(run.evictions, 0u) << "nothing was evicted: the churn was not exercised";
+}
+
+// A slot for every CPU-homed expert: after the first pass every expert it used has a copy (there is
+// a free slot for each, and a one-token step of tiny-v4 routes to at most 6 layers x top-2 = 12
+// experts, fewer than max_fills_per_step = 16),
+// so the repeated prompt, routed the same way, never misses.
+TEST(CudaHybridCache, ARepeatedPromptHitsAfterWarmUp) {
+  REQUIRE_GPU();
+  const auto dirs = fixture_dirs();
+  ASSERT_FALSE(dirs.empty());
+  const CachedRun run = run_with_cache(dirs.front(), 100000, {});
+  EXPECT_GT(run.second_pass_hits, 0u);
+  EXPECT_EQ(run.second_pass_misses, 0u);
+  EXPECT_EQ(run.evictions, 0u);
+}
+
+// The policy's bookkeeping is checked step by step inside run_with_cache (admissions equal the
+// reference ExpertCache's); here with a policy that admits at most one expert a step.
+TEST(CudaHybridCache, AdmissionsAreTheSimulatorsExpertCaches) {
+  REQUIRE_GPU();
+  const auto dirs = fixture_dirs();
+  ASSERT_FALSE(dirs.empty());
+  const CachedRun run = run_with_cache(dirs.front(), 3, {.half_life_steps = 4, .max_fills_per_step = 1});
+  EXPECT_GT(run.fills, 0u);
 }
 
 TEST(CudaHybrid, HomesAreFixedBeforeTheFirstStep) {

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "cuda/cuda_serve_util.h"
@@ -135,6 +136,57 @@ TEST(CudaServe, Bf16ContinuedSessionEqualsAFreshOne) {
   std::cout << "| request                    | tokens | cached (cuda) | same ids | max logprob err |\n";
   expect_same(continued, fresh, "bf16 continued vs fresh");
   cuda.process->stop();
+  fs::remove_all(tmp);
+}
+
+// `--plan` with a third of tiny-v4's routed experts on the CPU (the default ordering, written by
+// `frank plan default`) and 4 GPU cache slots: the same greedy tokens as the CPU server, and
+// /metrics exports the GPU expert cache's counters, which add up: every step is counted, some
+// routings reached CPU-homed experts, copies were made, and the prompt repeated hits them.
+TEST(CudaServe, AHybridServerWithCacheSlotsExportsItsCounters) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine: `frank serve --backend cuda` is not checked here";
+  const fs::path fixture = fixture_root() / "tiny-v4";
+  const Fixture f = load_fixture(fixture);
+  const fs::path tmp = fs::temp_directory_path() / fmt::format("frank-cuda-serve-cache-{}", getpid());
+  fs::create_directories(tmp);
+  const fs::path plan = tmp / "plan.json";
+  const std::string write_plan = fmt::format("{} plan default --cpu-experts 16 --layers 6 --experts 8 --top-k 2 --out {} "
+                                             ">/dev/null",
+                                             frank_binary().string(), plan.string());
+  ASSERT_EQ(std::system(write_plan.c_str()), 0) << write_plan;
+  const std::string common = fmt::format("--model {} --tokenizer {} --ctx 512 --prefix-cache-gb 0", fixture.string(),
+                                         write_byte_tokenizer(tmp).string());
+  Server cpu(common, tmp / "cpu.log");
+  Server hybrid(common + fmt::format(" --backend cuda --weights-dtype fp32 --gpu-sessions 0 --plan {} "
+                                     "--expert-cache-slots 4",
+                                     plan.string()),
+                tmp / "hybrid.log");
+  const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + 8);
+  std::cout << "| request                    | tokens | cached (cuda) | same ids | max logprob err |\n";
+  const Completion want = complete(cpu, prompt, 12);
+  expect_same(complete(hybrid, prompt, 12), want, "hybrid, first");
+  const double misses_before = metric(hybrid, "frank_expert_cache_miss_routings_total");
+  const double hits_before = metric(hybrid, "frank_expert_cache_hit_routings_total");
+  expect_same(complete(hybrid, prompt, 12), want, "hybrid, repeated");
+
+  const double steps = metric(hybrid, "frank_expert_cache_steps_total");
+  const double hits = metric(hybrid, "frank_expert_cache_hit_routings_total");
+  const double misses = metric(hybrid, "frank_expert_cache_miss_routings_total");
+  const double zero_miss = metric(hybrid, "frank_expert_cache_zero_miss_steps_total");
+  const double fills = metric(hybrid, "frank_expert_cache_fills_total");
+  const double evictions = metric(hybrid, "frank_expert_cache_evictions_total");
+  std::cout << fmt::format("hybrid server: {} steps, {} hit and {} missed routings, {} zero-miss steps, {} fills, {} "
+                           "evictions\n",
+                           steps, hits, misses, zero_miss, fills, evictions);
+  EXPECT_GT(steps, 0);
+  EXPECT_GT(hits + misses, 0);  // every step routes each token to 2 experts in 6 layers, a third CPU-homed
+  EXPECT_LE(zero_miss, steps);
+  EXPECT_GT(fills, 0);
+  EXPECT_LE(evictions, fills);
+  EXPECT_GT(hits, hits_before) << "the repeated prompt found no copy";
+  EXPECT_GE(misses, misses_before);
+  hybrid.process->stop();
+  cpu.process->stop();
   fs::remove_all(tmp);
 }
 

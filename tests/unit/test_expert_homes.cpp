@@ -80,6 +80,26 @@ TEST(ExpertHomes, ABudgetSendsTheExpertsThatDoNotFitToTheCpuInTheDefaultOrdering
   EXPECT_EQ(choose_expert_homes(t.config, b, {"", 1.0}).cpu_count(), 0u);
 }
 
+TEST(ExpertHomes, TheCacheSlotsComeOutOfTheBudget) {
+  const Tiny t;
+  const GpuWeightBytes b = gpu_weight_bytes(t.config, t.weights, 2);
+  const double room_for_10 = (b.other + 10.5 * b.routed_expert) / 1e9;
+  // Room for 10 experts, 4 of them cache slots: 6 stay GPU-homed, 42 go to the CPU.
+  const ExpertHomes h = choose_expert_homes(t.config, b, {"", room_for_10, 4});
+  EXPECT_EQ(h.cpu_count(), 42u);
+  EXPECT_EQ(usable_cache_slots(h, 4), 4u);
+  EXPECT_EQ(usable_cache_slots(h, 512), 42u);  // a slot per CPU-homed expert at most
+  // Room for everything: no expert on the CPU, so the slots take nothing.
+  EXPECT_EQ(choose_expert_homes(t.config, b, {"", 1.0, 512}).cpu_count(), 0u);
+  expect_error([&] { choose_expert_homes(t.config, b, {"", room_for_10, 11}); }, "fewer than the 11 GPU cache slots");
+  // A plan with 2 experts on the CPU keeps 46 on the GPU; its 2 usable slots make 48: room for 48, not 47.
+  const auto plan = write_plan(plan_json(model_fingerprint(t.config), {{{"layer", 1}, {"cpu_experts", {0, 5}}}}, 2));
+  EXPECT_EQ(choose_expert_homes(t.config, b, {plan, (b.other + 48.5 * b.routed_expert) / 1e9, 512}).cpu_count(), 2u);
+  expect_error([&] { choose_expert_homes(t.config, b, {plan, (b.other + 47.5 * b.routed_expert) / 1e9, 512}); },
+               "46 routed experts on the GPU and 2 cache slots");
+  std::filesystem::remove(plan);
+}
+
 TEST(ExpertHomes, ABudgetBelowTheOtherWeightsIsRefused) {
   const Tiny t;
   const GpuWeightBytes b = gpu_weight_bytes(t.config, t.weights, 2);

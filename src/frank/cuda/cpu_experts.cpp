@@ -38,7 +38,12 @@ CpuExperts::CpuExperts(const model::ModelConfig& config, const model::ModelWeigh
       std::ssize(weights.layers) != config.num_layers)
     throw Error(fmt::format("CPU experts: homes for {} layers x {} experts, a model of {} x {}", homes_.n_layers(),
                             homes_.n_experts(), config.num_layers, config.n_routed_experts));
-  for (int l = 0; l < config.num_layers; ++l) layers_.emplace(&weights.layers[static_cast<size_t>(l)].moe, l);
+  for (int l = 0; l < config.num_layers; ++l) {
+    layers_.emplace(&weights.layers[static_cast<size_t>(l)].moe, l);
+    moes_.push_back(&weights.layers[static_cast<size_t>(l)].moe);
+    const auto flags = homes_.layer(l);
+    runs_on_cpu_.insert(runs_on_cpu_.end(), flags.begin(), flags.end());
+  }
   check(cudaEventCreateWithFlags(&arrived_, cudaEventDisableTiming), "cudaEventCreate");
 }
 
@@ -59,6 +64,17 @@ int CpuExperts::layer_of(const model::MoeWeights& moe) const {
 int CpuExperts::cpu_layer(const model::MoeWeights& moe) const {
   const int l = layer_of(moe);
   return l >= 0 && homes_.cpu_count(l) > 0 ? l : -1;
+}
+
+std::span<const uint8_t> CpuExperts::runs_on_cpu(int layer) const {
+  const size_t E = static_cast<size_t>(homes_.n_experts());
+  return std::span<const uint8_t>(runs_on_cpu_).subspan(static_cast<size_t>(layer) * E, E);
+}
+
+void CpuExperts::set_cached(int layer, int expert, bool cached) {
+  if (!homes_.on_cpu(layer, expert))
+    throw Error(fmt::format("CPU experts: layer {} expert {} is GPU-homed and cannot be cached", layer, expert));
+  runs_on_cpu_[static_cast<size_t>(layer) * homes_.n_experts() + expert] = cached ? 0 : 1;
 }
 
 void CpuExperts::reserve(int n, cudaStream_t stream) {
@@ -104,13 +120,24 @@ const float* CpuExperts::compute(int layer, const model::MoeWeights& moe) {
   const auto started = Clock::now();
   times_.wait_seconds += std::chrono::duration<double>(started - waited).count();
   const int k = config_.experts_per_token;
-  engine::cpu_routed_experts(pool_, config_, moe, homes_.layer(layer), {x_, n_, experts_, weights_, k}, partial_);
+  const auto on_cpu = runs_on_cpu(layer);
+  engine::cpu_routed_experts(pool_, config_, moe, on_cpu, {x_, n_, experts_, weights_, k}, partial_);
   times_.compute_seconds += seconds_since(started);
   times_.layers += 1;
-  std::set<int32_t> ran;
-  for (int64_t i = 0; i < int64_t{n_} * k; ++i)
-    if (experts_[i] >= 0 && experts_[i] < homes_.n_experts() && homes_.on_cpu(layer, experts_[i])) ran.insert(experts_[i]);
+  std::set<int32_t> used, ran;  // CPU-homed experts routed to; those of them the host computed
+  for (int64_t i = 0; i < int64_t{n_} * k; ++i) {
+    const int32_t e = experts_[i];
+    if (e < 0 || e >= homes_.n_experts() || !homes_.on_cpu(layer, e)) continue;
+    used.insert(e);
+    if (on_cpu[static_cast<size_t>(e)]) {
+      ran.insert(e);
+      usage_.miss_routings += 1;
+    } else {
+      usage_.hit_routings += 1;
+    }
+  }
   times_.experts += std::ssize(ran);
+  for (const int32_t e : used) usage_.used.push_back(static_cast<uint32_t>(layer * homes_.n_experts() + e));
   return partial_;
 }
 

@@ -11,11 +11,16 @@
 //               -> issue the upload and the add
 // so such a step cannot be captured as a CUDA graph: CudaModel issues it eagerly, and download()
 // refuses a capturing stream. A step with no CPU-homed expert in any layer is unchanged.
+//
+// A CPU-homed expert with a copy in a GPU cache slot (ExpertCacheSlots) runs on the GPU: the host
+// skips it (runs_on_cpu), and counts the step's routings to CPU-homed experts as hits (a copy ran
+// them) or misses (the host did), for the cache's policy and counters (take_step_usage).
 #include <cuda_runtime.h>
 
 #include <utility>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -36,6 +41,22 @@ class CpuExperts {
   CpuExperts& operator=(const CpuExperts&) = delete;
 
   const experts::ExpertHomes& homes() const { return homes_; }
+  // Layer `layer`'s experts the host computes, one byte per expert: CPU-homed and not cached.
+  std::span<const uint8_t> runs_on_cpu(int layer) const;
+  // A CPU-homed expert got (true) or lost (false) its GPU copy: from the next step the GPU runs it.
+  void set_cached(int layer, int expert, bool cached);
+  const model::MoeWeights& moe(int layer) const { return *moes_[static_cast<size_t>(layer)]; }
+  // The pinned pool, also used between steps (the GPU cache's host-side conversions).
+  ThreadPool& pool() { return pool_; }
+
+  // The routings of the steps since the last call to CPU-homed experts: hits ran on a GPU copy,
+  // misses on the host; `used` holds each (layer, expert) used once, as layer * E + expert,
+  // ascending within a layer (experts::ExpertCache::end_step's input).
+  struct StepUsage {
+    std::vector<uint32_t> used;
+    uint64_t hit_routings = 0, miss_routings = 0;
+  };
+  StepUsage take_step_usage() { return std::exchange(usage_, {}); }
   // The main model's layer whose MoE `moe` is, or -1 (not a main layer's, e.g. the MTP block's).
   int layer_of(const model::MoeWeights& moe) const;
   // The layer of `moe` when some of its routed experts are CPU-homed, else -1.
@@ -70,6 +91,9 @@ class CpuExperts {
   const model::ModelConfig& config_;
   experts::ExpertHomes homes_;
   std::unordered_map<const model::MoeWeights*, int> layers_;
+  std::vector<const model::MoeWeights*> moes_;  // by layer
+  std::vector<uint8_t> runs_on_cpu_;             // [layers * E]
+  StepUsage usage_;
   ThreadPool pool_;
   // Pinned host buffers of the current layer (cudaMallocHost).
   float* x_ = nullptr;

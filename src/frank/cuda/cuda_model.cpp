@@ -155,6 +155,7 @@ CudaModel::Results CudaModel::run(DeviceSession& s, std::span<const int32_t> ids
   if (routing_replay_ != nullptr) forced = routing_replay_->take(std::ssize(ids));
   const engine::ForcedRouting* forcing = routing_replay_ != nullptr ? &forced : nullptr;
   const Results out = last_graph_ ? replay(s, ids, outputs, forcing) : run_eager(s, ids, outputs, eager, forcing);
+  weights_.end_step();  // the GPU expert cache sees the step's routings (expert_cache_slots.h)
   check(cudaEventRecord(end_, stream_), "cudaEventRecord");
   return out;
 }

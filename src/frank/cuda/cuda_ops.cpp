@@ -394,6 +394,7 @@ CudaOps::Array CudaOps::moe(const model::ModelConfig& c, const model::MoeWeights
   DeviceArray<int32_t> gpu_share;
   if (cpu_layer >= 0) {
     cpu->download(x.data(), n, experts.data(), weights.data(), k, stream_);
+    w_.wait_for_expert_copies();  // the cache's entries and flags read below
     gpu_share = DeviceArray<int32_t>({n, k}, stream_);
     check(drop_cpu_experts(experts.data(), n * k, w_.cpu_homes(w), E, gpu_share.data(), stream_), "moe (GPU share)");
   }

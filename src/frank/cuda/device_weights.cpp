@@ -30,7 +30,33 @@ std::optional<WeightType> shipped_type(const LinearWeight& w) {
   return native_type(*w.quantized);
 }
 
+// fp32 as given, or rounded to bf16.
+std::vector<uint8_t> dense_bytes(std::span<const float> values, WeightType type) {
+  if (type == WeightType::F32) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(values.data());
+    return std::vector<uint8_t>(bytes, bytes + values.size_bytes());
+  }
+  if (type != WeightType::BF16) throw Error("dense weights are stored as fp32 or bf16");
+  std::vector<uint8_t> out(values.size() * sizeof(uint16_t));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t bits = to_bf16(values[i]);
+    std::memcpy(out.data() + i * sizeof(uint16_t), &bits, sizeof(bits));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<uint8_t> stored_bytes(const LinearWeight& host, WeightType type) {
+  if (is_quantized(type)) {
+    if (shipped_type(host) != type) throw Error("a weight stored as shipped must be FP8 / FP4 of the table's type");
+    return native_bytes(*host.quantized);
+  }
+  if (host.quantized) return dense_bytes(cpu::dequantize(*host.quantized), type);
+  if (host.dense.data.empty() && host.rows() > 0)
+    throw Error("a weight with a shape but no data lives only in device memory: it has no host bytes to copy");
+  return dense_bytes(host.dense.data, type);
+}
 
 WeightType parse_weight_type(const std::string& text) {
   if (text == "fp32") return WeightType::F32;
@@ -39,6 +65,7 @@ WeightType parse_weight_type(const std::string& text) {
 }
 
 DeviceWeights::~DeviceWeights() {
+  cache_.reset();  // first: its copies in flight write into the expert tables freed below
   for (void* p : buffers_) cudaFree(p);
 }
 
@@ -75,12 +102,9 @@ const float* DeviceWeights::tensor(const Tensor& host) {
   return static_cast<const float*>(it->second);
 }
 
-// Stored as `linear_type_`: fp32 as given, or rounded to bf16.
 const void* DeviceWeights::upload_linear(std::span<const float> values) {
-  if (linear_type_ == WeightType::F32) return upload(values.data(), values.size_bytes());
-  std::vector<uint16_t> bits(values.size());
-  for (size_t i = 0; i < bits.size(); ++i) bits[i] = to_bf16(values[i]);
-  return upload(bits.data(), bits.size() * sizeof(uint16_t));
+  const std::vector<uint8_t> bytes = dense_bytes(values, linear_type_);
+  return upload(bytes.data(), bytes.size());
 }
 
 const DeviceWeights::Linear& DeviceWeights::linear(const LinearWeight& host) {
@@ -168,12 +192,27 @@ void DeviceWeights::set_cpu_experts(std::unique_ptr<CpuExperts> cpu) {
   cpu_experts_ = std::move(cpu);
 }
 
+void DeviceWeights::set_expert_cache(size_t slots, const experts::CachePolicy& policy) {
+  if (!experts_.empty()) throw Error("the GPU expert cache must be set before the first step");
+  if (!has_cpu_experts() || slots == 0) return;
+  cache_ = std::make_unique<ExpertCacheSlots>(slots, policy, cpu_experts_->homes());
+}
+
+void DeviceWeights::end_step() {
+  if (cache_) cache_->end_step(*this, *cpu_experts_, stream_);
+  else if (cpu_experts_) cpu_experts_->take_step_usage();  // no policy to feed: dropped, not kept growing
+}
+
+void DeviceWeights::wait_for_expert_copies() {
+  if (cache_) cache_->wait_for_copies(stream_);
+}
+
 const uint8_t* DeviceWeights::cpu_homes(const model::MoeWeights& moe) {
   const int layer = cpu_experts_ ? cpu_experts_->layer_of(moe) : -1;
   if (layer < 0) throw Error("CUDA MoE: no CPU-homed experts in this layer");
   auto it = plain_.find(&moe.experts);  // keyed by the experts vector: the MoE's own address keys its tables
   if (it == plain_.end()) {
-    const auto flags = cpu_experts_->homes().layer(layer);
+    const auto flags = cpu_experts_->runs_on_cpu(layer);
     it = plain_.emplace(&moe.experts, upload(flags.data(), flags.size())).first;
   }
   return static_cast<const uint8_t*>(it->second);

@@ -10,7 +10,8 @@
 // dense ones: FP8 / FP4 values are exact in either type, EXL3's are its fp32 decoding.
 //
 // Routed experts homed on the CPU by a plan (set_cpu_experts, issue 7) are never uploaded: their
-// entries in the expert tables are null, and CudaOps::moe has the CPU compute them.
+// entries in the expert tables are null, and CudaOps::moe has the CPU compute them, unless the GPU
+// cache (set_expert_cache, expert_cache_slots.h) holds a copy: then the entries point at its slot.
 //
 // A host weight with a shape but no data (model::skeleton_weights: a synthetic model at real size)
 // is generated on the device instead: random, standard deviation 1/sqrt(columns) for Linear
@@ -27,6 +28,7 @@
 #include "frank/core/linear_weight.h"
 #include "frank/core/tensor.h"
 #include "frank/cuda/cpu_experts.h"
+#include "frank/cuda/expert_cache_slots.h"
 #include "frank/cuda/ops.cuh"
 #include "frank/engine/rope.h"
 #include "frank/model/weights.h"
@@ -35,6 +37,10 @@ namespace frank::cuda {
 
 // "fp32" or "bf16"; throws frank::Error for anything else.
 WeightType parse_weight_type(const std::string& text);
+
+// The bytes of `host` as DeviceWeights stores it as `type` in an expert table: FP8 / FP4 as shipped
+// (`type` must be its own), fp32 or bf16 decoded on the host. frank::Error for a shape-only weight.
+std::vector<uint8_t> stored_bytes(const LinearWeight& host, WeightType type);
 
 class DeviceWeights {
  public:
@@ -64,8 +70,19 @@ class DeviceWeights {
   CpuExperts* cpu_experts() const { return cpu_experts_.get(); }
   // Whether any routed expert is CPU-homed (then steps are issued eagerly, CudaModel).
   bool has_cpu_experts() const { return cpu_experts_ && cpu_experts_->homes().cpu_count() > 0; }
-  // The device copy of the flags of `moe`'s layer, one byte per routed expert (1: CPU-homed).
+  // The device copy of the flags of `moe`'s layer, one byte per routed expert (1: the CPU computes
+  // it: CPU-homed and not in a cache slot, CpuExperts::runs_on_cpu).
   const uint8_t* cpu_homes(const model::MoeWeights& moe);
+
+  // GPU cache slots for CPU-homed experts (after set_cpu_experts, before the first step; none
+  // without CPU-homed experts). Steps then end with end_step().
+  void set_expert_cache(size_t slots, const experts::CachePolicy& policy);
+  ExpertCacheSlots* expert_cache() const { return cache_.get(); }
+  // After a step's kernels were issued on the stream: the cache's policy sees the step's routings
+  // and starts its copies (ExpertCacheSlots::end_step). Without a cache the routings are dropped.
+  void end_step();
+  // Before a split layer's kernels: the stream waits for the copies the last end_step started.
+  void wait_for_expert_copies();
 
   size_t bytes() const { return bytes_; }
 
@@ -89,6 +106,7 @@ class DeviceWeights {
   std::unordered_map<const void*, Linear> linear_;
   std::unordered_map<const void*, ExpertTables> experts_;
   std::unique_ptr<CpuExperts> cpu_experts_;
+  std::unique_ptr<ExpertCacheSlots> cache_;
 };
 
 }  // namespace frank::cuda

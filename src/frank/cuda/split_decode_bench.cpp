@@ -60,7 +60,8 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   model::ModelWeights weights = model::skeleton_weights(config, o.seed);
   const experts::GpuWeightBytes gpu_bytes =
       experts::gpu_weight_bytes(config, weights, o.weights == WeightType::BF16 ? 2 : 4);
-  experts::ExpertHomes homes = experts::choose_expert_homes(config, gpu_bytes, {o.plan, o.gpu_memory_budget_gb});
+  experts::ExpertHomes homes =
+      experts::choose_expert_homes(config, gpu_bytes, {o.plan, o.gpu_memory_budget_gb, o.expert_cache_slots});
   const int L = config.num_layers, T = o.tokens_per_step, E = config.n_routed_experts;
   const int64_t D = config.hidden_size, I = config.moe_intermediate_size;
 
@@ -83,6 +84,7 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   CudaModel gpu(model, o.weights, o.seed);
   gpu.device_weights().set_cpu_experts(
       std::make_unique<CpuExperts>(model.config(), model.weights(), homes, o.cpu_expert_threads));
+  gpu.device_weights().set_expert_cache(o.expert_cache_slots, {});
   CpuExperts& cpu = *gpu.device_weights().cpu_experts();
   cpu.time_gpu_share(true);
   const cudaStream_t stream = gpu.stream();
@@ -99,12 +101,14 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
                                  0, static_cast<CudaOps::Array*>(nullptr));
   };
   step(ops);  // warm-up: uploads the GPU's weights
+  gpu.device_weights().end_step();
   check(cudaStreamSynchronize(stream), "warm-up");
   cpu.take_times();
   Traffic other;  // every byte but the routed and shared experts'
   {
     CudaOps counting(gpu.device_weights(), stream, at, &other);
     step(counting);
+    gpu.device_weights().end_step();
     check(cudaStreamSynchronize(stream), "counting step");
     cpu.take_times();
   }
@@ -129,7 +133,11 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
     check(cudaEventSynchronize(end), "cudaEventSynchronize");
     const double host = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_start).count();
     const CpuExperts::Times times = cpu.take_times();
-    if (i < 3) continue;
+    // The GPU cache's policy and copies (expert_cache_slots.h) run between steps, not timed.
+    if (i < 3) {
+      gpu.device_weights().end_step();
+      continue;
+    }
     float ms = 0;
     check(cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
     step_us.push_back(ms * 1e3);
@@ -145,14 +153,16 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
       session.layers[l].last_experts.copy_to_host(chosen.data());
       check(cudaStreamSynchronize(stream), "download routing");
       int on_cpu = 0, on_gpu = 1;  // the shared expert
+      // The host ran the CPU-homed experts without a GPU copy (the cache as the step saw it).
       for (const int32_t e : std::set<int32_t>(chosen.begin(), chosen.end()))
-        (e >= 0 && homes.on_cpu(l, e) ? on_cpu : on_gpu) += 1;
+        (e >= 0 && cpu.runs_on_cpu(l)[static_cast<size_t>(e)] ? on_cpu : on_gpu) += 1;
       cpu_total += on_cpu, gpu_total += on_gpu;
       bound += std::max(on_cpu * fp4_expert_bytes / host_bw, on_gpu * gpu_expert_bytes / gpu_bw) * 1e6;
     }
     cpu_count.push_back(cpu_total);
     gpu_count.push_back(gpu_total);
     bound_us.push_back(bound);
+    gpu.device_weights().end_step();
   }
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
@@ -176,6 +186,19 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
                      "pinned, read bandwidth measured now {:.1f} GB/s (4 GiB, {} threads, median of 10).\n\n",
                      prop.name, gpu_bw / 1e9, threads, host_bw / 1e9, threads);
   out << routing.describe() << "\n\n";
+  if (const ExpertCacheSlots* cache = gpu.device_weights().expert_cache()) {
+    const ExpertCacheSlots::Counters c = cache->counters();
+    const uint64_t routings = c.hit_routings + c.miss_routings;
+    const double hit_percent =
+        routings ? 100.0 * static_cast<double>(c.hit_routings) / static_cast<double>(routings) : 0.0;
+    out << fmt::format("GPU expert cache: {} slots ({:.2f} GB); over all {} steps (warm-up included): {} of {} routings "
+                       "to CPU-homed experts hit a GPU copy ({:.1f}%), {} steps with no CPU miss, {} fills, {} "
+                       "evictions.\n\n",
+                       cache->slots(), static_cast<double>(cache->device_bytes()) / 1e9, c.steps, c.hit_routings,
+                       routings, hit_percent, c.zero_miss_steps, c.fills, c.evictions);
+  } else {
+    out << "GPU expert cache: none (--expert-cache-slots 0).\n\n";
+  }
   out << "Steps with CPU experts are issued eagerly (the host computes the CPU's experts between the GPU's kernels; "
          "no CUDA graph).\n\n";
   out << "| per step | median | p10-p90 |\n|---|---|---|\n";

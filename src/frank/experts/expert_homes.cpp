@@ -54,6 +54,10 @@ GpuWeightBytes gpu_weight_bytes(const model::ModelConfig& config, const model::M
   return bytes;
 }
 
+size_t usable_cache_slots(const ExpertHomes& homes, size_t cache_slots) {
+  return std::min(cache_slots, homes.cpu_count());
+}
+
 ExpertHomes choose_expert_homes(const model::ModelConfig& config, const GpuWeightBytes& bytes,
                                 const HomeRequest& request) {
   const size_t total = static_cast<size_t>(config.num_layers) * config.n_routed_experts;
@@ -68,17 +72,25 @@ ExpertHomes choose_expert_homes(const model::ModelConfig& config, const GpuWeigh
                                                     static_cast<double>(total)));
   }
   if (request.plan_path.empty()) {
-    if (!gpu_room) return ExpertHomes(config.num_layers, config.n_routed_experts);
+    if (!gpu_room || *gpu_room == total) return ExpertHomes(config.num_layers, config.n_routed_experts);
+    // Some experts go to the CPU, so the slots are used: g GPU-homed experts and S slots must fit
+    // the room R (S < T - g here: otherwise g + S >= T > R), so g = R - S.
+    if (*gpu_room < request.cache_slots)
+      throw Error(fmt::format("--gpu-memory-budget {} GB has room for {} routed experts, fewer than the {} GPU cache "
+                              "slots (--expert-cache-slots, one expert each): lower the slots or raise the budget",
+                              *request.budget_gb, *gpu_room, request.cache_slots));
     return ExpertHomes(default_plan(model_fingerprint(config), static_cast<uint32_t>(config.num_layers),
-                                    static_cast<uint32_t>(config.n_routed_experts), total - *gpu_room),
+                                    static_cast<uint32_t>(config.n_routed_experts),
+                                    total - (*gpu_room - request.cache_slots)),
                        config);
   }
   ExpertHomes homes(load_plan(request.plan_path, model_fingerprint(config)), config);
-  if (gpu_room && total - homes.cpu_count() > *gpu_room)
-    throw Error(fmt::format("expert plan '{}' keeps {} routed experts on the GPU ({:.2f} GB with the rest of the "
-                            "weights) but --gpu-memory-budget {} GB has room for {}",
-                            request.plan_path, total - homes.cpu_count(),
-                            (bytes.other + static_cast<double>(total - homes.cpu_count()) * bytes.routed_expert) / 1e9,
+  const size_t on_gpu = total - homes.cpu_count(), slots = usable_cache_slots(homes, request.cache_slots);
+  if (gpu_room && on_gpu + slots > *gpu_room)
+    throw Error(fmt::format("expert plan '{}' keeps {} routed experts on the GPU and {} cache slots ({:.2f} GB with "
+                            "the rest of the weights) but --gpu-memory-budget {} GB has room for {}",
+                            request.plan_path, on_gpu, slots,
+                            (bytes.other + static_cast<double>(on_gpu + slots) * bytes.routed_expert) / 1e9,
                             *request.budget_gb, *gpu_room));
   return homes;
 }

@@ -3,7 +3,9 @@
 // homes come from an expert plan (--plan FILE, validated against the model), or from a GPU memory
 // budget for the weights (--gpu-memory-budget GB): the routed experts that do not fit go to the
 // CPU, chosen by the default ordering (baseline_plans.h). Given both, the plan is used and must fit
-// the budget. Every problem is a frank::Error at start, before any step runs.
+// the budget. The budget also holds the GPU cache slots (--expert-cache-slots, one routed expert
+// each, cuda/expert_cache_slots.h): a user's budget caps the weights' GPU memory, so the slots
+// come out of it. Every problem is a frank::Error at start, before any step runs.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -51,12 +53,17 @@ GpuWeightBytes gpu_weight_bytes(const model::ModelConfig& config, const model::M
 struct HomeRequest {
   std::string plan_path;                 // empty: none
   std::optional<double> budget_gb;       // GPU memory for the weights, 1e9 bytes
+  size_t cache_slots = 0;                // GPU cache slots the budget must also hold
 };
+
+// The cache slots that have a use: no more than the CPU-homed experts.
+size_t usable_cache_slots(const ExpertHomes& homes, size_t cache_slots);
 
 // The homes for `request` (all on the GPU when it names neither a plan nor a budget). Errors name
 // the option: an unreadable or invalid plan (parse_plan's messages: unknown layer or expert,
 // duplicates, wrong fingerprint, ...), a budget below what the weights other than routed experts
-// need, a plan whose GPU experts exceed the budget.
+// need, a plan whose GPU experts (plus the usable cache slots) exceed the budget, a budget with
+// experts on the CPU and room for fewer experts than the cache slots.
 ExpertHomes choose_expert_homes(const model::ModelConfig& config, const GpuWeightBytes& bytes,
                                 const HomeRequest& request);
 

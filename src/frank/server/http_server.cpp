@@ -118,6 +118,7 @@ void HttpServer::install_routes() {
     metrics_.set("frank_prefix_cache_bytes", prefix_cache_ ? static_cast<double>(prefix_cache_->bytes()) : 0);
     metrics_.set("frank_prefix_cache_conversations",
                  prefix_cache_ ? static_cast<double>(prefix_cache_->conversations()) : 0);
+    for (const auto& refresh : refreshers_) refresh(metrics_);
     res.set_content(metrics_.render(), "text/plain; version=0.0.4");
   });
   http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {

@@ -3,7 +3,9 @@
 // around the scheduler and the engine worker.
 #include <httplib.h>
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "frank/engine/prefix_cache.h"
 #include "frank/engine/prefix_store.h"
@@ -28,6 +30,11 @@ class HttpServer {
   void serve();  // blocks until stop()
   void stop();
 
+  // Metrics the backend keeps (the GPU expert cache's counters): declared by the caller in
+  // metrics(), brought up to date by `refresh` before each /metrics render. Before serve().
+  Metrics& metrics() { return metrics_; }
+  void refresh_metrics_with(std::function<void(Metrics&)> refresh) { refreshers_.push_back(std::move(refresh)); }
+
  private:
   void install_routes();
   RequestSessions& sessions(const engine::Model& model, const ServerOptions& options,
@@ -35,6 +42,7 @@ class HttpServer {
   RoutingRecorder* routing_recorder(const engine::Model& model, const ServerOptions& options);
 
   Metrics metrics_;
+  std::vector<std::function<void(Metrics&)>> refreshers_;
   std::unique_ptr<engine::HostSessions> host_sessions_;  // the CPU reference's, when no device is given
   std::unique_ptr<engine::PrefixCache> prefix_cache_;
   std::unique_ptr<engine::PrefixStore> prefix_store_;

@@ -70,6 +70,13 @@ void Metrics::set(const std::string& name, double v, const Labels& labels) {
   family(name, Kind::Gauge).series[labels].value = v;
 }
 
+void Metrics::set_total(const std::string& name, double v, const Labels& labels) {
+  std::lock_guard lock(mutex_);
+  double& total = family(name, Kind::Counter).series[labels].value;
+  if (v < total) throw Error("counter '" + name + "' cannot decrease");
+  total = v;
+}
+
 void Metrics::observe(const std::string& name, double v, const Labels& labels) {
   std::lock_guard lock(mutex_);
   auto& f = family(name, Kind::Histogram);

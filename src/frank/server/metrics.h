@@ -20,6 +20,8 @@ class Metrics {
 
   void add(const std::string& name, double value, const Labels& labels = {});  // counters (value >= 0)
   void set(const std::string& name, double value, const Labels& labels = {});  // gauges
+  // Counters kept elsewhere (a backend's): their running total, which never goes down.
+  void set_total(const std::string& name, double value, const Labels& labels = {});
   void observe(const std::string& name, double value, const Labels& labels = {});  // histograms
 
   std::string render() const;
