@@ -117,6 +117,29 @@ struct LinearRun {
   int64_t ldx, xo, ldy, yo;
 };
 
+// The error of got against want ([n, out], w [out, in]: cpu::linear of it), the largest over the
+// outputs, scaled as check_linear says: by max(1, |want|), and for FP8 / FP4 weights also by
+// ||w_o ∘ x_t||_2 (x_row(t, o) is the input row output o of token t reads).
+template <class XRow>
+double linear_error(cuda::WeightType wt, const std::vector<float>& got, const std::vector<float>& want, const Tensor& w,
+                    int n, XRow&& x_row) {
+  if (!cuda::is_quantized(wt)) return max_scaled_error(got, want);
+  const int64_t out = w.rows(), in = w.cols();
+  double err = 0.0;
+  for (int t = 0; t < n; ++t)
+    for (int64_t o = 0; o < out; ++o) {
+      const float* wo = w.row(o);
+      const float* xt = x_row(t, o);
+      double terms = 0.0;
+      for (int64_t k = 0; k < in; ++k) terms += static_cast<double>(wo[k]) * xt[k] * wo[k] * xt[k];
+      const size_t i = static_cast<size_t>(t * out + o);
+      const double scale = std::max({1.0, std::abs(static_cast<double>(want[i])), std::sqrt(terms)});
+      const double e = std::abs(static_cast<double>(got[i]) - want[i]) / scale;
+      if (!(e <= err)) err = e;  // NaN fails
+    }
+  return err;
+}
+
 // A random [groups*rows, in] weight of type wt (random_weight), run on each of `runs` by linear
 // (groups = 1) or linear_grouped; group g's reference is cpu::linear of its rows on its `in`
 // columns. y outside the written columns must keep its poison. The kernels compute with exactly
@@ -166,23 +189,11 @@ int check_linear(Random& rng, cuda::WeightType wt, int groups, int64_t in, int64
           untouched &= u == 0xffffffffu;
         }
       }
-    double err = INFINITY;
-    if (untouched && cuda::is_quantized(wt)) {
-      err = 0.0;
-      for (int t = 0; t < r.n; ++t)
-        for (int64_t o = 0; o < out; ++o) {
-          const float* wo = w.row(o);
-          const float* xt = x.data() + t * r.ldx + r.xo + o / rows * in;
-          double terms = 0.0;
-          for (int64_t k = 0; k < in; ++k) terms += static_cast<double>(wo[k]) * xt[k] * wo[k] * xt[k];
-          const size_t i = static_cast<size_t>(t * out + o);
-          const double scale = std::max({1.0, std::abs(static_cast<double>(want[i])), std::sqrt(terms)});
-          const double e = std::abs(static_cast<double>(got[i]) - want[i]) / scale;
-          if (!(e <= err)) err = e;  // NaN fails
-        }
-    } else if (untouched) {
-      err = max_scaled_error(got, want);
-    }
+    const double err =
+        untouched ? linear_error(wt, got, want, w, r.n, [&](int t, int64_t o) {
+          return x.data() + t * r.ldx + r.xo + o / rows * in;
+        })
+                  : INFINITY;
     failures +=
         report(groups == 1 ? "linear" : "linear_grouped",
                format("%s %dx%lld->%lld n=%d ldx=%lld+%lld ldy=%lld+%lld", cuda::weight_type_name(wt), groups,
@@ -194,42 +205,34 @@ int check_linear(Random& rng, cuda::WeightType wt, int groups, int64_t in, int64
   return failures;
 }
 
-// linears: several random weights of type wt ([outs[s], in]) on one x in one launch; output s must
-// be cpu::linear of its weight (bf16: of the rounded values).
+// linears: several random weights of type wt (random_weight, [outs[s], in]) on one x in one
+// launch; output s must be cpu::linear of its weight, within check_linear's measure.
 int check_linears(Random& rng, cuda::WeightType wt, int64_t in, const std::vector<int64_t>& outs, int n) {
-  const bool bf16 = wt == cuda::WeightType::BF16;
   const std::vector<float> x = rng.vec(static_cast<size_t>(n * in), -1.0f, 1.0f);
   DeviceBuffer<float> d_x(x.size());
   upload(d_x, x);
-  std::deque<DeviceBuffer<uint16_t>> d_w16;  // a deque: buffers do not move (nor copy)
-  std::deque<DeviceBuffer<float>> d_w32, d_y;
-  std::vector<Tensor> ws;
+  std::deque<DeviceBuffer<uint8_t>> d_w;  // a deque: buffers do not move (nor copy)
+  std::deque<DeviceBuffer<float>> d_y;
+  std::vector<Tensor> ws(outs.size());
   std::vector<cuda::LinearOutput> outputs;
-  for (const int64_t out : outs) {
-    Tensor& w = ws.emplace_back(std::vector<int64_t>{out, in}, rng.vec(static_cast<size_t>(out * in), -1.0f, 1.0f));
-    const void* dw;
-    if (bf16) {
-      std::vector<uint16_t> bits(w.data.size());
-      for (size_t i = 0; i < bits.size(); ++i) w.data[i] = frank::bf16_to_f32(bits[i] = to_bf16(w.data[i]));
-      upload(d_w16.emplace_back(bits.size()), bits);
-      dw = d_w16.back().get();
-    } else {
-      upload(d_w32.emplace_back(w.data.size()), w.data);
-      dw = d_w32.back().get();
-    }
-    poison(d_y.emplace_back(static_cast<size_t>(n * out)));
-    outputs.push_back({dw, out, d_y.back().get(), out});
+  for (size_t s = 0; s < outs.size(); ++s) {
+    const std::vector<uint8_t> bytes = random_weight(rng, wt, outs[s], in, ws[s]);
+    upload(d_w.emplace_back(bytes.size()), bytes);
+    poison(d_y.emplace_back(static_cast<size_t>(n * outs[s])));
+    outputs.push_back({d_w.back().get(), outs[s], d_y.back().get(), outs[s]});
   }
   finish(cuda::linears(d_x.get(), in, n, in, wt, outputs.data(), static_cast<int>(outputs.size()), nullptr));
   double err = 0.0;
   for (size_t s = 0; s < outs.size(); ++s) {
     std::vector<float> want(static_cast<size_t>(n * outs[s]));
     frank::cpu::linear(x.data(), n, ws[s], want.data());
-    err = std::max(err, max_scaled_error(download(d_y[s]), want));
+    err = std::max(err, linear_error(wt, download(d_y[s]), want, ws[s], n,
+                                     [&](int t, int64_t) { return x.data() + t * in; }));
   }
   const long long columns = in;
-  return report("linears", format("%s %zu outputs of %lld n=%d", cuda::weight_type_name(wt), outs.size(), columns, n).c_str(), err,
-                kTol);
+  const std::string what =
+      format("%s %zu outputs of %lld n=%d", cuda::weight_type_name(wt), outs.size(), columns, n);
+  return report("linears", what.c_str(), err, kTol);
 }
 
 // FP8 (blocks of 128 and 32) and FP4 weights on the same paths, n = 1..8 (one pass) and 13 (two).
@@ -301,11 +304,13 @@ int check_linear_all(Random& rng) {
   }
   // A CSA layer's projections of its input (q_a, kv, the compressor's kv and gate, the indexer's
   // kv, gate and head weights), a sliding layer's two, and odd rows on the scalar path.
-  for (cuda::WeightType wt : {cuda::WeightType::F32, cuda::WeightType::BF16})
+  for (cuda::WeightType wt : {cuda::WeightType::F32, cuda::WeightType::BF16, cuda::WeightType::Fp8Block128,
+                               cuda::WeightType::Fp8Block32, cuda::WeightType::Fp4})
     for (int n : {1, 3, 8, 13}) {
       failures += check_linears(rng, wt, 4096, {1024, 512, 1024, 1024, 256, 256, 64}, n);
       failures += check_linears(rng, wt, 4096, {1024, 512}, n);
-      failures += check_linears(rng, wt, 37, {19, 5, 33}, n);
+      // Odd rows, on the scalar path for the dense types (FP4 needs `in` a multiple of 32).
+      failures += check_linears(rng, wt, wt == cuda::WeightType::Fp4 ? 64 : 37, {19, 5, 33}, n);
     }
   // The head: vocab x hidden (bf16 only: 1 GB of weights).
   failures +=
