@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "frank/core/error.h"
 #include "frank/engine/kv_record.h"
+#include "frank/experts/expert_cache.h"
 #ifdef FRANK_WITH_CUDA
 #include "frank/cuda/decode_bench.h"
 #include "frank/cuda/device_weights.h"
@@ -28,7 +29,7 @@ struct DecodeOptions {
   std::string plan;
   std::optional<double> gpu_memory_budget_gb;
   unsigned cpu_expert_threads = 0;
-  size_t expert_cache_slots = 512;
+  size_t expert_cache_slots = experts::kDefaultCacheSlots;
   std::string routing_from;
 };
 

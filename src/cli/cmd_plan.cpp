@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "frank/core/error.h"
 #include "frank/experts/baseline_plans.h"
+#include "frank/experts/expert_cache.h"
 #include "frank/experts/model_fingerprint.h"
 #include "frank/experts/plan_builder.h"
 #include "frank/experts/plan_diff.h"
@@ -21,7 +22,7 @@ using namespace frank::experts;
 
 // The cache and cost options shared by build and simulate.
 struct ReplayOptions {
-  size_t cache_slots = 512;
+  size_t cache_slots = experts::kDefaultCacheSlots;
   CachePolicy cache;
   double cpu_expert_us = ExpertCosts().cpu_seconds() * 1e6;
   double gpu_expert_us = ExpertCosts().gpu_seconds() * 1e6;

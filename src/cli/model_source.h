@@ -14,6 +14,7 @@
 #include "frank/engine/speculative.h"
 #include "frank/engine/v41_model.h"
 #include "frank/engine/verify_target.h"
+#include "frank/experts/expert_cache.h"
 
 namespace frank::cli {
 
@@ -31,7 +32,7 @@ struct ModelSource {
   std::string plan;
   std::optional<double> gpu_memory_budget_gb;
   unsigned cpu_expert_threads = 0;
-  size_t expert_cache_slots = 512;  // GPU copies of CPU-homed experts (cuda/expert_cache_slots.h)
+  size_t expert_cache_slots = experts::kDefaultCacheSlots;  // GPU copies of CPU-homed experts (cuda/expert_cache_slots.h)
 
   void add_options(CLI::App& app);
   // Loads the model (on the host; a GPU backend uploads from it); prints a warning for checkpoint

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "frank/cuda/ops.cuh"
+#include "frank/experts/expert_cache.h"
 
 namespace frank::cuda {
 
@@ -32,7 +33,7 @@ struct DecodeBenchOptions {
   std::string plan;
   std::optional<double> gpu_memory_budget_gb;
   unsigned cpu_expert_threads = 0;
-  size_t expert_cache_slots = 512;  // GPU copies of CPU-homed experts (expert_cache_slots.h)
+  size_t expert_cache_slots = experts::kDefaultCacheSlots;  // GPU copies of CPU-homed experts (expert_cache_slots.h)
   // A routing trace whose experts every step routes to (bench_routing.h; empty: the router's choice).
   std::string routing_from;
   bool split() const { return !plan.empty() || gpu_memory_budget_gb.has_value(); }

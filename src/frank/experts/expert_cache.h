@@ -23,6 +23,10 @@
 
 namespace frank::experts {
 
+// GPU cache slots when none are asked for (--expert-cache-slots, plan build/simulate --cache-slots):
+// one default for the engine and the simulator that models it.
+constexpr size_t kDefaultCacheSlots = 512;
+
 struct CachePolicy {
   double half_life_steps = 64;     // score half-life
   size_t max_fills_per_step = 16;  // 16 x 13.4 MB = 214 MB per step, ~4 ms at ~50 GB/s PCIe 5.0 x16
