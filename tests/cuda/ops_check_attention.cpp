@@ -408,7 +408,8 @@ int check_indexer(std::mt19937_64& rng, const IndexerCase& c) {
   // Columns past a row's visible count must be -inf exactly (max_scaled_error fails any other value).
   std::vector<float> want(got.size(), -std::numeric_limits<float>::infinity());
   for (int t = 0; t < c.n; ++t) {
-    const int64_t visible = std::min<int64_t>((c.start + t + 1) / c.ratio, c.cols);
+    // ratio 0 (V4.1's index_scores): every column.
+    const int64_t visible = c.ratio > 0 ? std::min<int64_t>((c.start + t + 1) / c.ratio, c.cols) : c.cols;
     const auto s = frank::engine::indexer_scores(q.data() + static_cast<size_t>(t) * c.H * c.d,
                                                  w.data() + static_cast<size_t>(t) * c.H, c.H, c.d, keys.data(),
                                                  visible);
@@ -446,7 +447,7 @@ int check_bad_arguments() {
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 4, 8, true, p, p, 1e-6f, p, 5, l8, nullptr) == bad;  // 2*pairs > dim
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 4, 8, true, p, p, 1e-6f, p, 1, l8, nullptr) == bad;  // layout's RoPE dims
   ok &= frank::cuda::indexer_scores(p, p, 1, 1, 256, p, at, 4, 8, p, nullptr) == bad;                 // d > 128
-  ok &= frank::cuda::indexer_scores(p, p, 1, 1, 8, p, at, 0, 8, p, nullptr) == bad;                   // ratio 0
+  ok &= frank::cuda::indexer_scores(p, p, 1, 1, 8, p, at, -1, 8, p, nullptr) == bad;                  // ratio < 0
   ok &= cudaGetLastError() == cudaSuccess;
   return report("attention ops", "bad arguments rejected", ok ? 0.0 : 1.0, 0.0);
 }
@@ -499,6 +500,7 @@ int check_attention_ops(uint64_t seed) {
       {"small n=3 H=70 d=20", 3, 70, 20, 3, 150, 289},
       {"n=20 H=64 d=128 cols=2048", 20, 64, 128, 4, 2048, 4000},
       {"real n=5 cols=65536", 5, 64, 128, 4, 65536, 262139},
+      {"V4.1 all columns n=3 cols=300", 3, 16, 128, 0, 300, 5},
   };
   for (const auto& c : indexer_cases) failures += check_indexer(rng, c);
 

@@ -355,9 +355,10 @@ int check_rms_norm(Random& rng) {
   return failures;
 }
 
-// Forward and inverse rotation of [n, heads*dim] at positions first .. first + n - 1.
+// Forward and inverse rotation of [n, heads*dim] at positions first .. first + n - 1, or with a
+// stride (V4.1's groups) at (first / stride + t) * stride.
 int check_rope(Random& rng, const frank::model::RopeSpec& spec, const char* spec_name, int rope_dim, int heads, int dim,
-               int64_t first) {
+               int64_t first, int64_t stride = 1) {
   const frank::engine::RopeTable table(spec, rope_dim);
   const int n = 5, pairs = rope_dim / 2;
   DeviceBuffer<float> d_freq(pairs), d_x(static_cast<size_t>(n) * heads * dim);
@@ -367,13 +368,14 @@ int check_rope(Random& rng, const frank::model::RopeSpec& spec, const char* spec
   for (bool inverse : {false, true}) {
     std::vector<float> x = rng.vec(d_x.size(), -1.0f, 1.0f);
     upload(d_x, x);
-    finish(cuda::rope(d_x.get(), n, heads, dim, d_freq.get(), pairs, position.at(first), inverse, nullptr));
+    finish(cuda::rope(d_x.get(), n, heads, dim, d_freq.get(), pairs, position.at(first), inverse, nullptr, stride));
     for (int t = 0; t < n; ++t)
-      for (int h = 0; h < heads; ++h) table.apply(x.data() + (int64_t{t} * heads + h) * dim, dim, first + t, inverse);
+      for (int h = 0; h < heads; ++h)
+        table.apply(x.data() + (int64_t{t} * heads + h) * dim, dim, (first / stride + t) * stride, inverse);
     err = std::max(err, max_scaled_error(download(d_x), x));
   }
-  return report("rope", format("%s %d heads x %d, pairs %d, pos %lld", spec_name, heads, dim, pairs,
-                               static_cast<long long>(first))
+  return report("rope", format("%s %d heads x %d, pairs %d, pos %lld stride %lld", spec_name, heads, dim, pairs,
+                               static_cast<long long>(first), static_cast<long long>(stride))
                             .c_str(),
                 err, kTol);
 }
@@ -387,6 +389,7 @@ int check_rope_all(Random& rng) {
     failures += check_rope(rng, yarn, "yarn", 64, 64, 512, first);
   }
   failures += check_rope(rng, yarn, "yarn", 8, 3, 10, 1000);
+  for (int64_t first : {int64_t{0}, int64_t{7}, int64_t{999999}}) failures += check_rope(rng, yarn, "yarn", 64, 1, 512, first, 2);
   return failures;
 }
 

@@ -65,8 +65,8 @@ int bad_argument(const char* op, const char* what, cudaError_t e) {
 enum class Logits { Random, Ties, Hash };
 
 // The router logits are given to engine::route as its input x with an identity router, whose
-// double dot products return them exactly.
-int check_route(Rng& r, int E, int k, int n, Logits kind, bool with_bias) {
+// double dot products return them exactly. gate_temp != 1: DeepSeek-V4.1's router temperature.
+int check_route(Rng& r, int E, int k, int n, Logits kind, bool with_bias, float gate_temp = 1.0f) {
   frank::model::ModelConfig c;
   c.hidden_size = E, c.n_routed_experts = E, c.experts_per_token = k, c.routed_scaling_factor = 1.5f;
   frank::model::MoeWeights w;
@@ -98,11 +98,11 @@ int check_route(Rng& r, int E, int k, int n, Logits kind, bool with_bias) {
   int ties = 0;  // tokens whose k-th choice rests on the tie rule
   for (int t = 0; t < n; ++t) {
     const float* x = logits.data() + static_cast<size_t>(t) * E;
-    const frank::engine::Routing ref = frank::engine::route(c, w, hash, x, ids[t]);
+    const frank::engine::Routing ref = frank::engine::route(c, w, hash, x, ids[t], gate_temp);
     want_experts.insert(want_experts.end(), ref.experts.begin(), ref.experts.end());
     want_weights.insert(want_weights.end(), ref.weights.begin(), ref.weights.end());
     std::vector<float> keys(E);
-    for (int e = 0; e < E; ++e) keys[e] = std::sqrt(frank::cpu::softplus(x[e])) + w.selection_bias.data[e];
+    for (int e = 0; e < E; ++e) keys[e] = std::sqrt(frank::cpu::softplus(x[e] / gate_temp)) + w.selection_bias.data[e];
     ties += !hash && frank::engine::tie_at_kth(keys, k);
   }
 
@@ -114,7 +114,7 @@ int check_route(Rng& r, int E, int k, int n, Logits kind, bool with_bias) {
   DeviceBuffer<float> d_weights(want_weights.size());
   CUDA_OK(frank::cuda::route(d_logits->get(), n, E, k, with_bias ? d_bias->get() : nullptr,
                              hash ? d_tid2eid->get() : nullptr, d_ids->get(), c.routed_scaling_factor, d_experts.get(),
-                             d_weights.get(), nullptr));
+                             d_weights.get(), nullptr, nullptr, gate_temp));
   const std::vector<int32_t> got_experts = download(d_experts, want_experts.size());
   const std::vector<float> got_weights = download(d_weights, want_weights.size());
 
@@ -122,8 +122,8 @@ int check_route(Rng& r, int E, int k, int n, Logits kind, bool with_bias) {
   for (size_t i = 0; i < want_experts.size(); ++i) wrong += got_experts[i] != want_experts[i];
   const char* kinds[] = {"random", "ties", "hash"};
   char what[96];
-  std::snprintf(what, sizeof what, "E=%d k=%d n=%d %s%s", E, k, n, kinds[static_cast<int>(kind)],
-                with_bias ? " bias" : "");
+  std::snprintf(what, sizeof what, "E=%d k=%d n=%d %s%s temp %g", E, k, n, kinds[static_cast<int>(kind)],
+                with_bias ? " bias" : "", gate_temp);
   std::string name = what;
   if (kind == Logits::Ties) name += " (" + std::to_string(ties) + " at k-th)";
   // A tie case whose ties never reach the k-th place could not catch a wrong tie rule.
@@ -345,6 +345,7 @@ int check_moe_ops(uint64_t seed) {
     failures += check_route(r, E, 6, 67, Logits::Ties, true);
     failures += check_route(r, E, 6, 67, Logits::Hash, false);
   }
+  for (float temp : {1.5f, 0.7f}) failures += check_route(r, 384, 6, 67, Logits::Random, true, temp);
   DeviceBuffer<float> logits(16), weights(16);
   DeviceBuffer<int32_t> experts(16);
   failures += bad_argument("route", "bad args: k > E",

@@ -100,7 +100,7 @@ std::pair<CudaOps::Mix, CudaOps::Array> CudaOps::hc_pre(const model::HyperConnec
   return {std::move(mix), std::move(input)};
 }
 
-void CudaOps::hc_post(const Mix& mix, const Array& sublayer, Array& streams, const model::ModelConfig& c) const {
+void CudaOps::hc_post(const Mix& mix, const Array& sublayer, Array& streams, const model::CommonConfig& c) const {
   const ScopedOp timed(profile_, "hc_post", stream_);
   check(cuda::hc_post(streams.data(), static_cast<int>(streams.rows()), c.hc_mult, c.hidden_size, mix.data(),
                       sublayer.data(), stream_),
@@ -126,6 +126,7 @@ CudaOps::Array CudaOps::linear(const Array& x, const LinearWeight& w) const {
   if (x.cols() != l.cols)
     throw Error(fmt::format("CUDA linear: input of {} columns for a weight of {}", x.cols(), l.cols));
   Array y({x.rows(), l.rows}, stream_);
+  if (x.empty()) return y;  // no token (a V4.1 call that closes no group)
   count(static_cast<double>(l.bytes()), 0);
   check(cuda::linear(x.data(), l.cols, static_cast<int>(x.rows()), l.data, l.type, l.rows, l.cols, y.data(), l.rows,
                      stream_),
@@ -197,15 +198,18 @@ CudaOps::Array CudaOps::grouped_linear(const Array& x, const LinearWeight& w, in
 
 void CudaOps::rms_norm(Array& x, int width, const Tensor* weight, float eps) const {
   const ScopedOp timed(profile_, "rms_norm", stream_);
+  if (x.empty()) return;
   check(cuda::rms_norm(x.data(), x.numel() / width, width, weight != nullptr ? w_.tensor(*weight) : nullptr, eps,
                        stream_),
         "rms_norm");
 }
 
-void CudaOps::rope(Array& x, int heads, int dim, int64_t, const engine::RopeTable& rope, bool inverse) const {
+void CudaOps::rope(Array& x, int heads, int dim, int64_t, const engine::RopeTable& rope, bool inverse,
+                   int64_t stride) const {
   const ScopedOp timed(profile_, "rope", stream_);
+  if (x.empty()) return;
   check(cuda::rope(x.data(), static_cast<int>(x.rows()), heads, dim, w_.inv_freq(rope),
-                   static_cast<int>(rope.inv_freq().size()), position_.device, inverse, stream_),
+                   static_cast<int>(rope.inv_freq().size()), position_.device, inverse, stream_, stride),
         "rope");
 }
 
@@ -367,6 +371,12 @@ void CudaOps::window_store(LayerState& state, const Array& kv, int64_t, int wind
 
 CudaOps::Array CudaOps::moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Array& x,
                             const Ids& ids, LayerState& state) const {
+  return moe_forward(c, w, hash_layer, x, ids, 1.0f, &state.last_experts);
+}
+
+CudaOps::Array CudaOps::moe_forward(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer,
+                                    const Array& x, const Ids& ids, float gate_temp,
+                                    DeviceArray<int32_t>* last_experts) const {
   const ScopedOp timed(profile_, "moe", stream_);
   const int n = static_cast<int>(x.rows()), E = c.n_routed_experts, k = c.experts_per_token, D = c.hidden_size;
   const int I = static_cast<int>(w.shared.gate.rows());
@@ -385,7 +395,7 @@ CudaOps::Array CudaOps::moe(const model::ModelConfig& c, const model::MoeWeights
   const int32_t* forced = forced_layer >= 0 ? ids.forced_experts.data() + int64_t{forced_layer} * n * k : nullptr;
   check(route(logits.data(), n, E, k, hash_layer ? nullptr : w_.tensor(w.selection_bias),
               hash_layer ? w_.tid2eid(w) : nullptr, ids.device.data(), c.routed_scaling_factor, experts.data(),
-              weights.data(), stream_, forced),
+              weights.data(), stream_, forced, gate_temp),
         "moe (route)");
   // Experts split by a plan (cpu_experts.h): the host gets the routing while the GPU runs its share.
   CpuExperts* cpu = w_.cpu_experts();
@@ -409,7 +419,7 @@ CudaOps::Array CudaOps::moe(const model::ModelConfig& c, const model::MoeWeights
     cpu_sum.copy_from_host(partial);
     check(add_partial(out.data(), cpu_sum.data(), cpu_sum.numel(), stream_), "moe (add the CPU's experts)");
   }
-  if (keep_routing_) state.last_experts = std::move(experts);
+  if (keep_routing_ && last_experts != nullptr) *last_experts = std::move(experts);
   return out;
 }
 

@@ -114,7 +114,7 @@ class CudaOps {
   Array embed(const Tensor& table, const Ids& ids, int N) const;
   std::pair<Mix, Array> hc_pre(const model::HyperConnectionWeights& hc, const Tensor& norm, const Array& streams,
                                const model::ModelConfig& c) const;
-  void hc_post(const Mix& mix, const Array& sublayer, Array& streams, const model::ModelConfig& c) const;
+  void hc_post(const Mix& mix, const Array& sublayer, Array& streams, const model::CommonConfig& c) const;
   Array hyper_head(const model::HyperConnectionWeights& hc, const Tensor& norm, const Array& streams, int64_t first,
                    const model::ModelConfig& c) const;
 
@@ -127,7 +127,10 @@ class CudaOps {
   void add_to_streams(Array& streams, const Array& x, int N) const;
   Array grouped_linear(const Array& x, const LinearWeight& w, int groups) const;
   void rms_norm(Array& x, int width, const Tensor* weight, float eps) const;
-  void rope(Array& x, int heads, int dim, int64_t start, const engine::RopeTable& rope, bool inverse) const;
+  // Row t at position (start + t) * stride: the kernels take start * stride from StepPosition::device
+  // (stride 1: the step's position; V4.1's groups: that position rounded down to a group's first).
+  void rope(Array& x, int heads, int dim, int64_t start, const engine::RopeTable& rope, bool inverse,
+            int64_t stride = 1) const;
   void norm_rope(Array& x, int heads, int dim, const Tensor* weight, float eps, int64_t start,
                  const engine::RopeTable& rope) const;
   void scale(Array& x, float s) const;
@@ -148,7 +151,11 @@ class CudaOps {
   Array moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Array& x, const Ids& ids,
             LayerState& state) const;
 
- private:
+ protected:
+  // moe() for either family's config: router (logits / gate_temp), routed experts (hash layers: by
+  // tid2eid) and the shared expert; keeps the routing in *last_experts when given and kept.
+  Array moe_forward(const model::CommonConfig& c, const model::MoeWeights& w, bool hash_layer, const Array& x,
+                    const Ids& ids, float gate_temp, DeviceArray<int32_t>* last_experts) const;
   void count(double weight_bytes, double state_bytes) const;
   void prepare(DeviceCompressor& state, const engine::Compressor& compressor) const;
   void compress(DeviceCompressor& state, const engine::Compressor& compressor, const float* kv, const float* gate,

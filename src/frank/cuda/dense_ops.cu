@@ -392,9 +392,9 @@ __global__ void __launch_bounds__(kNormThreads)
 
 // One thread per rotated pair (token, head, pair).
 __global__ void rope_kernel(float* x, int n, int heads, int dim, const float* inv_freq, int pairs,
-                            const int64_t* first_position_at, bool inverse) {
+                            const int64_t* first_position_at, int64_t stride, bool inverse) {
   follow_previous_kernel();
-  const int64_t first_position = *first_position_at;
+  const int64_t first = *first_position_at / stride;
   const int64_t count = int64_t{n} * heads * pairs;
   for (int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; idx < count;
        idx += int64_t{gridDim.x} * blockDim.x) {
@@ -402,7 +402,7 @@ __global__ void rope_kernel(float* x, int n, int heads, int dim, const float* in
     const int64_t head = idx / pairs;  // t * heads + h
     const int64_t t = head / heads;
     float* r = x + head * dim + dim - 2 * pairs;
-    rotate_pair(r[2 * i], r[2 * i + 1], inv_freq[i], first_position + t, inverse);
+    rotate_pair(r[2 * i], r[2 * i + 1], inv_freq[i], (first + t) * stride, inverse);
   }
 }
 
@@ -497,12 +497,12 @@ cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, flo
 }
 
 cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int pairs, const int64_t* first_position,
-                 bool inverse, cudaStream_t stream) {
-  if (!x || !inv_freq || !first_position || n < 0 || heads < 1 || pairs < 1 || dim < 2 * pairs)
+                 bool inverse, cudaStream_t stream, int64_t stride) {
+  if (!x || !inv_freq || !first_position || n < 0 || heads < 1 || pairs < 1 || dim < 2 * pairs || stride < 1)
     return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   if (const cudaError_t e = launch_dependent(rope_kernel, dim3(grid_for(int64_t{n} * heads * pairs)), dim3(kThreads), 0,
-                                             stream, x, n, heads, dim, inv_freq, pairs, first_position, inverse))
+                                             stream, x, n, heads, dim, inv_freq, pairs, first_position, stride, inverse))
     return e;
   return cudaGetLastError();
 }

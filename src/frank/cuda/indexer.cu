@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   for (int t = t0; t < t1; ++t) {
-    const int64_t visible64 = (start + t + 1) / ratio;
+    const int64_t visible64 = ratio > 0 ? (start + t + 1) / ratio : cols;  // ratio 0: every column
     const int visible = visible64 < cols ? static_cast<int>(visible64) : cols;
     float* row = scores + static_cast<int64_t>(t) * cols;
     if (col0 >= visible) {  // the same for every thread of the block
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kThreads)
 
 cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, const float* keys,
                            const int64_t* start, int ratio, int cols, float* scores, cudaStream_t stream) {
-  if (!q || !w || !keys || !start || !scores || n < 0 || H < 1 || d < 1 || d > kMaxDim || ratio < 1 || cols < 0)
+  if (!q || !w || !keys || !start || !scores || n < 0 || H < 1 || d < 1 || d > kMaxDim || ratio < 0 || cols < 0)
     return cudaErrorInvalidValue;
   const int64_t groups = (static_cast<int64_t>(n) + kTokens - 1) / kTokens;
   if (groups > 65535) return cudaErrorInvalidValue;

@@ -63,11 +63,13 @@ cudaError_t linear_grouped(const float* x, int64_t ldx, int n, const void* w, We
 // times weight[i] when weight is not null. cpu::rms_norm.
 cudaError_t rms_norm(float* x, int64_t rows, int width, const float* weight, float eps, cudaStream_t stream);
 
-// RoPE on x [n, heads*dim]: row t is at position *first_position + t; in each head the last
-// 2*pairs values rotate in interleaved pairs (x[2i], x[2i+1]) by angle = inv_freq[i] * (float)position
-// (one fp32 product, then cosf/sinf); `inverse` negates the angle. engine::RopeTable::apply.
+// RoPE on x [n, heads*dim]: row t is at position (*first_position / stride + t) * stride (stride 1:
+// *first_position + t; DeepSeek-V4.1's compressed groups g = start/ratio .. sit at g * ratio, so
+// the session position and stride = ratio give them); in each head the last 2*pairs values rotate
+// in interleaved pairs (x[2i], x[2i+1]) by angle = inv_freq[i] * (float)position (one fp32 product,
+// then cosf/sinf); `inverse` negates the angle. engine::RopeTable::apply; engine::CpuOps::rope.
 cudaError_t rope(float* x, int n, int heads, int dim, const float* inv_freq, int pairs, const int64_t* first_position,
-                 bool inverse, cudaStream_t stream);
+                 bool inverse, cudaStream_t stream, int64_t stride = 1);
 
 // rms_norm then rope (not inverse) in one launch, on x [n, heads*dim]: every head row of `dim`
 // values is normalised (weight[i] when weight is not null) and rotated at position
@@ -191,7 +193,8 @@ cudaError_t compress_chunk(const CompressorBuffers& b, const float* kv, const fl
                            const KvRowLayout& entry, cudaStream_t stream);
 
 // Indexer scores for each token t (position *start + t) over the entries visible to it
-// (e < (*start + t + 1) / ratio), as engine::indexer_scores:
+// (e < (*start + t + 1) / ratio; ratio 0: every column, as V4.1's index_scores scores them all and
+// leaves visibility to the selection), as engine::indexer_scores:
 //   s = sum_h max(q[t][h] · keys[e], 0) * (1/sqrt(d)) * w[t][h];  other columns -inf.
 // q [n, H*d], w [n, H] (already scaled by 1/sqrt(H)), keys [cols, d] fp32 (the indexer
 // compressor's entries, stored as fp32 records; rows past the visible ones may hold anything),
@@ -202,14 +205,15 @@ cudaError_t indexer_scores(const float* q, const float* w, int n, int H, int d, 
 // ---- MoE (moe.cu) ---------------------------------------------------------------------------
 
 // Routing for each token t from the router logits [n, E] (engine::route):
-//   score[e] = sqrt(softplus(logit[e])) (torch softplus: x > 20 gives x, else log1p(exp(x)));
+//   score[e] = sqrt(softplus(logit[e] / gate_temp)) (torch softplus: x > 20 gives x, else
+//   log1p(exp(x)); gate_temp 1 for V4, DeepSeek-V4.1's router temperature for V4.1);
 //   experts: forced[t*k ..] when forced is not null (routing replay, engine/routing_replay.h),
 //   else tid2eid[ids[t]*k ..] when tid2eid is not null (hash layers), else the top k of
 //   score + bias (higher first; ties by lower expert);
 //   weights[t*k + j] = score[expert_j] / (sum of the k scores + 1e-20) * scaling.
 cudaError_t route(const float* logits, int n, int E, int k, const float* bias, const int32_t* tid2eid,
                   const int32_t* ids, float scaling, int32_t* experts, float* weights, cudaStream_t stream,
-                  const int32_t* forced = nullptr);
+                  const int32_t* forced = nullptr, float gate_temp = 1.0f);
 
 // The weights of every expert, as device tables of device pointers indexed by expert id; the shared
 // expert is index E (one past the routed experts). gate, up: [I, D]; down: [D, I]; every matrix of

@@ -41,7 +41,7 @@ template <int KeysPerLane>
 __global__ void __launch_bounds__(kThreads)
     route_kernel(const float* __restrict__ logits, int E, int k, const float* __restrict__ bias,
                  const int32_t* __restrict__ tid2eid, const int32_t* __restrict__ ids,
-                 const int32_t* __restrict__ forced, float scaling, int32_t* __restrict__ experts,
+                 const int32_t* __restrict__ forced, float scaling, float gate_temp, int32_t* __restrict__ experts,
                  float* __restrict__ weights) {
   follow_previous_kernel();
   extern __shared__ float smem[];
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads)
   float* key = score + E;  // score + bias: what the choice ranks
   const float* row = logits + static_cast<size_t>(t) * E;
   for (int e = threadIdx.x; e < E; e += kThreads) {
-    score[e] = router_score(row[e]);
+    score[e] = router_score(row[e] / gate_temp);  // x / 1 is x: V4 unchanged
     key[e] = bias ? score[e] + bias[e] : score[e];
   }
   __syncthreads();
@@ -103,14 +103,15 @@ __global__ void __launch_bounds__(kThreads)
 
 cudaError_t route(const float* logits, int n, int E, int k, const float* bias, const int32_t* tid2eid,
                   const int32_t* ids, float scaling, int32_t* experts, float* weights, cudaStream_t stream,
-                  const int32_t* forced) {
-  if (n < 0 || E < 1 || E > kMaxExperts || k < 1 || k > kMaxRouteK || k > E) return cudaErrorInvalidValue;
+                  const int32_t* forced, float gate_temp) {
+  if (n < 0 || E < 1 || E > kMaxExperts || k < 1 || k > kMaxRouteK || k > E || !(gate_temp > 0.0f))
+    return cudaErrorInvalidValue;
   if (!logits || !experts || !weights || (tid2eid && !ids)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const size_t smem = sizeof(float) * 2 * E;
   const auto kernel = E <= 256 ? route_kernel<8> : E <= 512 ? route_kernel<16> : route_kernel<kMaxExperts / 32>;
   if (const cudaError_t e = launch_dependent(kernel, dim3(n), dim3(kThreads), smem, stream, logits, E, k, bias, tid2eid,
-                                             ids, forced, scaling, experts, weights))
+                                             ids, forced, scaling, gate_temp, experts, weights))
     return e;
   return cudaGetLastError();
 }
