@@ -289,6 +289,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  cudaDeviceProp prop{};
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
   if (bench) return run_v41_topk_bench(launches);
   std::vector<std::pair<const char*, std::vector<Case>>> groups = {
       {"edge", edge_cases(seed)}, {"real", real_cases(seed + 100000)}, {"random", random_cases(seed + 200000, random)}};

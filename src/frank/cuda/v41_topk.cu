@@ -1,6 +1,7 @@
 // The DeepSeek-V4.1 indexer's two-level top-k (contracts in v41_ops.cuh): the V4 top-k's exact
-// radix select (topk_select.cuh's select_row, one 1,024-thread block per row) run over three
-// kinds of row, then the picks rewritten in ascending index order.
+// radix select (topk_select.cuh's select_row; one 1,024-thread block per row, or for long rows a
+// cluster of blocks as topk.cu's version 2) run over three kinds of row, then the picks rewritten
+// in ascending index order.
 //   candidate_blocks          the row of block keys: a block's key is its best reachable entry's,
 //                             the newest reachable entry's block is pinned at +inf;
 //   select_entries            the scores up to visible_t, masked or not;
@@ -22,6 +23,7 @@
 #include <climits>
 #include <mutex>
 
+#include "frank/cuda/topk.cuh"
 #include "frank/cuda/topk_select.cuh"
 #include "frank/cuda/topk_team.cuh"
 #include "frank/cuda/v41_ops.cuh"
@@ -83,14 +85,15 @@ struct EntryRow : ScoreRow<kMasked> {
   __device__ int entry(int i) const { return i; }
 };
 
-// Selects the best k of src's n entries into out[0, k) (select_row), then rewrites them as
+// Selects the best k of src's n entries into out[0, k) (select_row), then rank 0 rewrites them as
 // src.entry(index) in ascending order, then -1: composite(1, x) ranks a lower x first, so the pool's
-// sort orders them. Every thread of the block calls it.
-template <class Source>
-__device__ void select_ascending(const Source& src, int n, int k, int32_t* out, int slots) {
+// sort orders them. Every thread of every block of the team calls it.
+template <class Team, class Source>
+__device__ void select_ascending(const Team& team, const Source& src, int n, int k, int32_t* out, int slots) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& s = *reinterpret_cast<Shared*>(smem);
-  select_row(BlockTeam{}, src, n, k, out, s, reinterpret_cast<uint32_t*>(smem + kSharedBytes), slots);
+  select_row(team, src, n, k, out, s, reinterpret_cast<uint32_t*>(smem + kSharedBytes), slots);
+  if (team.rank() != 0) return;  // select_row's last team-wide sync is behind: no peer touches s now
   __syncthreads();  // select_row's writes to out are visible to the whole block from here
   if (threadIdx.x == 0) s.pool_count = 0;
   __syncthreads();
@@ -103,49 +106,97 @@ __device__ void select_ascending(const Source& src, int n, int k, int32_t* out, 
   sort_pool(s, m, k, m, out);
 }
 
-__global__ void __launch_bounds__(kThreads, 1)
-    candidate_blocks_kernel(const float* scores, int cols, const int64_t* start, int ratio, int topk_blocks,
-                            int block_size, int32_t* blocks, int slots) {
-  const int t = blockIdx.y;
-  const int visible = visible_of(start, t, ratio, cols);
-  const BlockMaxRow src{scores + static_cast<size_t>(t) * cols, visible, block_size,
-                        visible > 0 ? (visible - 1) / block_size : -1};
-  select_ascending(src, (visible + block_size - 1) / block_size, topk_blocks,
-                   blocks + static_cast<size_t>(t) * topk_blocks, slots);
-}
+// The three selections, one row per blockIdx.y; each runs with either team (block_kernel,
+// cluster_kernel below).
+struct CandidateBlocks {
+  const float* scores;
+  int cols;
+  const int64_t* start;
+  int ratio, topk_blocks, block_size;
+  int32_t* blocks;
+
+  template <class Team>
+  __device__ void operator()(const Team& team, int slots) const {
+    const int t = blockIdx.y;
+    const int visible = visible_of(start, t, ratio, cols);
+    const BlockMaxRow src{scores + static_cast<size_t>(t) * cols, visible, block_size,
+                          visible > 0 ? (visible - 1) / block_size : -1};
+    select_ascending(team, src, (visible + block_size - 1) / block_size, topk_blocks,
+                     blocks + static_cast<size_t>(t) * topk_blocks, slots);
+  }
+};
 
 template <bool kMasked>
-__global__ void __launch_bounds__(kThreads, 1)
-    select_entries_kernel(const float* scores, int cols, const int64_t* start, int ratio, const uint8_t* mask,
-                          int topk, int32_t* selected, int slots) {
-  const int t = blockIdx.y;
-  const size_t row = static_cast<size_t>(t) * cols;
-  const EntryRow<kMasked> src{{scores + row, kMasked ? mask + row : nullptr}};
-  select_ascending(src, visible_of(start, t, ratio, cols), topk, selected + static_cast<size_t>(t) * topk, slots);
-}
+struct SelectEntries {
+  const float* scores;
+  int cols;
+  const int64_t* start;
+  int ratio;
+  const uint8_t* mask;
+  int topk;
+  int32_t* selected;
 
-__global__ void __launch_bounds__(kThreads, 1)
-    select_in_blocks_kernel(const float* scores, int cols, const int64_t* start, int ratio, const int32_t* blocks,
-                            int topk_blocks, int block_size, int block_cols, int topk, int32_t* selected,
-                            int slots) {
-  const int t = blockIdx.y;
-  const int32_t* chosen = blocks + static_cast<size_t>(t) * topk_blocks;
-  // The chosen blocks come first (ascending), then -1.
-  int n_chosen = 0;
-  for (int j0 = 0; j0 < topk_blocks; j0 += kThreads) {
-    const int j = j0 + static_cast<int>(threadIdx.x);
-    n_chosen += __syncthreads_count(j < topk_blocks && __ldg(chosen + j) >= 0);
+  template <class Team>
+  __device__ void operator()(const Team& team, int slots) const {
+    const int t = blockIdx.y;
+    const size_t row = static_cast<size_t>(t) * cols;
+    const EntryRow<kMasked> src{{scores + row, kMasked ? mask + row : nullptr}};
+    select_ascending(team, src, visible_of(start, t, ratio, cols), topk, selected + static_cast<size_t>(t) * topk,
+                     slots);
   }
-  const GatheredRow src{scores + static_cast<size_t>(t) * cols, chosen, block_size,
-                        min(visible_of(start, t, ratio, cols), block_cols)};
-  select_ascending(src, n_chosen * block_size, topk, selected + static_cast<size_t>(t) * topk, slots);
+};
+
+struct SelectInBlocks {
+  const float* scores;
+  int cols;
+  const int64_t* start;
+  int ratio;
+  const int32_t* blocks;
+  int topk_blocks, block_size, block_cols, topk;
+  int32_t* selected;
+
+  template <class Team>
+  __device__ void operator()(const Team& team, int slots) const {
+    const int t = blockIdx.y;
+    const int32_t* chosen = blocks + static_cast<size_t>(t) * topk_blocks;
+    // The chosen blocks come first (ascending), then -1.
+    int n_chosen = 0;
+    for (int j0 = 0; j0 < topk_blocks; j0 += kThreads) {
+      const int j = j0 + static_cast<int>(threadIdx.x);
+      n_chosen += __syncthreads_count(j < topk_blocks && __ldg(chosen + j) >= 0);
+    }
+    const GatheredRow src{scores + static_cast<size_t>(t) * cols, chosen, block_size,
+                          min(visible_of(start, t, ratio, cols), block_cols)};
+    select_ascending(team, src, n_chosen * block_size, topk, selected + static_cast<size_t>(t) * topk, slots);
+  }
+};
+
+template <class Op>
+__global__ void __launch_bounds__(kThreads, 1) block_kernel(Op op, int slots) {
+  op(BlockTeam{}, slots);
 }
 
-// Shared memory per block and the region's words, configured once per device.
+// Only sm_90a builds the cluster team (an sm_120 device runs block_kernel instead).
+template <class Op>
+__global__ void __launch_bounds__(kThreads, 1) cluster_kernel(Op op, int slots) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+  op(ClusterTeam{}, slots);
+#endif
+}
+
+// What a device allows, read and configured once per device (as topk.cu's device_info).
 struct Config {
   cudaError_t error = cudaSuccess;
-  int slots = 0;
+  bool clusters = false;  // the sm_90a cluster kernels run here
+  int slots = 0;          // region words after Shared: a chunk's cache (plus 4 of alignment slack) or list
 };
+
+template <class Op>
+cudaError_t allow_shared(int bytes, bool clusters) {
+  cudaError_t e = cudaFuncSetAttribute(block_kernel<Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (!e && clusters) e = cudaFuncSetAttribute(cluster_kernel<Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return e;
+}
 
 const Config& config(int device) {
   constexpr int kMaxDevices = 64;
@@ -159,31 +210,46 @@ const Config& config(int device) {
     c.error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (c.error) return;
     if (static_cast<size_t>(optin) < kSharedBytes + 64) {
-      c.error = cudaErrorNotSupported;
+      c.error = cudaErrorNotSupported;  // pre-Hopper/Blackwell shared memory
       return;
     }
-    // As topk.cu: a cached chunk needs up to 4 words of alignment slack.
     c.slots = std::min(kCacheChunk + 4, static_cast<int>((static_cast<size_t>(optin) - kSharedBytes) / 4) & ~3);
+    cudaFuncAttributes cluster{};
+    c.error = cudaFuncGetAttributes(&cluster, cluster_kernel<CandidateBlocks>);
+    if (c.error) return;
+    c.clusters = cluster.binaryVersion == 90;
     const int bytes = static_cast<int>(kSharedBytes) + 4 * c.slots;
-    for (const void* kernel : {reinterpret_cast<const void*>(candidate_blocks_kernel),
-                               reinterpret_cast<const void*>(select_entries_kernel<false>),
-                               reinterpret_cast<const void*>(select_entries_kernel<true>),
-                               reinterpret_cast<const void*>(select_in_blocks_kernel)})
-      if (!c.error) c.error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    c.error = allow_shared<CandidateBlocks>(bytes, c.clusters);
+    if (!c.error) c.error = allow_shared<SelectEntries<false>>(bytes, c.clusters);
+    if (!c.error) c.error = allow_shared<SelectEntries<true>>(bytes, c.clusters);
+    if (!c.error) c.error = allow_shared<SelectInBlocks>(bytes, c.clusters);
   });
   return info[device];
 }
 
-// One 1,024-thread block per row.
-template <class Kernel, class... Args>
-cudaError_t launch_rows(Kernel kernel, int n, cudaStream_t stream, Args... args) {
+// n rows of up to `length` entries: one block per row, or one cluster of topk_cluster_size(length)
+// blocks (topk.cu's choice for V4's rows) where the device runs clusters.
+template <class Op>
+cudaError_t launch_rows(const Op& op, int n, int length, cudaStream_t stream) {
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device)) return e;
   const Config& c = config(device);
   if (c.error) return c.error;
-  kernel<<<dim3(1, n), kThreads, kSharedBytes + 4 * static_cast<size_t>(c.slots), stream>>>(
-      args..., c.slots);
-  return cudaGetLastError();
+  const int team = c.clusters ? topk_cluster_size(length) : 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(team, n);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSharedBytes + 4 * static_cast<size_t>(c.slots);
+  config.stream = stream;
+  if (team == 1) return cudaLaunchKernelEx(&config, block_kernel<Op>, op, c.slots);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = team;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, cluster_kernel<Op>, op, c.slots);
 }
 
 bool bad_rows(int n, int cols, const int64_t* start, int ratio) {
@@ -213,10 +279,12 @@ __global__ void candidate_mask_kernel(const int32_t* blocks, int topk_blocks, in
 
 cudaError_t candidate_blocks(const float* scores, int n, int cols, const int64_t* start, int ratio, int topk_blocks,
                              int block_size, int32_t* blocks, cudaStream_t stream) {
-  if (bad_rows(n, cols, start, ratio) || topk_blocks < 1 || topk_blocks > kMaxK || block_size < 1)
+  if (bad_rows(n, cols, start, ratio) || topk_blocks < 1 || topk_blocks > kMaxK || block_size < 1 ||
+      static_cast<long long>(cols) + block_size > INT_MAX)  // block ends stay in int
     return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  return launch_rows(candidate_blocks_kernel, n, stream, scores, cols, start, ratio, topk_blocks, block_size, blocks);
+  return launch_rows(CandidateBlocks{scores, cols, start, ratio, topk_blocks, block_size, blocks}, n,
+                     (cols + block_size - 1) / block_size, stream);
 }
 
 cudaError_t candidate_mask(const int32_t* blocks, int n, int topk_blocks, int block_size, int block_cols, int cols,
@@ -234,9 +302,8 @@ cudaError_t select_entries(const float* scores, int n, int cols, const int64_t* 
                            const uint8_t* mask, int topk, int32_t* selected, cudaStream_t stream) {
   if (bad_rows(n, cols, start, ratio) || topk < 1 || topk > kMaxK) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  if (mask)
-    return launch_rows(select_entries_kernel<true>, n, stream, scores, cols, start, ratio, mask, topk, selected);
-  return launch_rows(select_entries_kernel<false>, n, stream, scores, cols, start, ratio, mask, topk, selected);
+  if (mask) return launch_rows(SelectEntries<true>{scores, cols, start, ratio, mask, topk, selected}, n, cols, stream);
+  return launch_rows(SelectEntries<false>{scores, cols, start, ratio, nullptr, topk, selected}, n, cols, stream);
 }
 
 cudaError_t select_entries_in_blocks(const float* scores, int n, int cols, const int64_t* start, int ratio,
@@ -246,8 +313,9 @@ cudaError_t select_entries_in_blocks(const float* scores, int n, int cols, const
       topk > kMaxK || static_cast<long long>(topk_blocks) * block_size > INT_MAX)
     return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  return launch_rows(select_in_blocks_kernel, n, stream, scores, cols, start, ratio, blocks, topk_blocks, block_size,
-                     block_cols, topk, selected);
+  return launch_rows(
+      SelectInBlocks{scores, cols, start, ratio, blocks, topk_blocks, block_size, block_cols, topk, selected}, n,
+      topk_blocks * block_size, stream);
 }
 
 }  // namespace frank::cuda
