@@ -12,67 +12,21 @@
 
 #include "frank/cuda/topk.cuh"
 #include "frank/cuda/topk_select.cuh"
+#include "frank/cuda/topk_team.cuh"
 
 namespace frank::cuda {
 namespace {
 
 using namespace topk_detail;
 
-constexpr int kCacheChunk = 32768;  // largest chunk whose keys stay in shared memory (128 KB)
-constexpr size_t kSharedBytes = (sizeof(Shared) + 15) & ~size_t{15};  // the region follows Shared
-
-// Version 1's team: the block alone.
-struct BlockTeam {
-  __device__ int rank() const { return 0; }
-  __device__ int size() const { return 1; }
-  __device__ void sync() const { __syncthreads(); }
-  __device__ const uint32_t* merge(Shared& s, int) const {
-    __syncthreads();
-    return s.hist;
-  }
-  __device__ const uint32_t* peer_hist(Shared& s, int) const { return s.hist; }
-  __device__ uint32_t* pool_count(Shared& s) const { return &s.pool_count; }
-  __device__ Composite* pool(Shared& s) const { return s.pool; }
-};
-
 __global__ void __launch_bounds__(kThreads, 1)
     topk_block_kernel(const float* scores, int n, int k, int32_t* out, int slots) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& s = *reinterpret_cast<Shared*>(smem);
   const size_t row = blockIdx.y;
-  select_row(BlockTeam{}, scores + row * n, n, k, out + row * k, s, reinterpret_cast<uint32_t*>(smem + kSharedBytes),
-             slots);
+  select_row(BlockTeam{}, ScoreRow<false>{scores + row * n, nullptr}, n, k, out + row * k, s,
+             reinterpret_cast<uint32_t*>(smem + kSharedBytes), slots);
 }
-
-// Version 2's team: the cluster. Only sm_90a builds it (sm_120 runs version 1 instead).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
-struct ClusterTeam {
-  __device__ int rank() const { return static_cast<int>(cg::this_cluster().block_rank()); }
-  __device__ int size() const { return static_cast<int>(cg::this_cluster().num_blocks()); }
-  __device__ void sync() const { cg::this_cluster().sync(); }
-  // Adds this block's non-zero bins into merged[round & 1] of every block (most bins are empty:
-  // scores cluster in a few exponents), then syncs the cluster. The other parity buffer was last
-  // read by this block's previous resolve and peers add to it only after this sync, so it is
-  // cleared here for the next round.
-  __device__ const uint32_t* merge(Shared& s, int round) const {
-    cg::cluster_group cluster = cg::this_cluster();
-    __syncthreads();
-    uint32_t* merged = s.merged[round & 1];
-    const int team = size(), me = rank();
-    for (int j = threadIdx.x; j < kBins; j += kThreads) {
-      const uint32_t v = s.hist[j];
-      if (v)
-        for (int q = 0; q < team; ++q) atomicAdd(cluster.map_shared_rank(merged, (me + q) % team) + j, v);
-    }
-    for (int j = threadIdx.x; j < kBins; j += kThreads) s.merged[(round + 1) & 1][j] = 0;
-    cluster.sync();
-    return merged;
-  }
-  __device__ const uint32_t* peer_hist(Shared& s, int r) const { return cg::this_cluster().map_shared_rank(s.hist, r); }
-  __device__ uint32_t* pool_count(Shared& s) const { return cg::this_cluster().map_shared_rank(&s.pool_count, 0); }
-  __device__ Composite* pool(Shared& s) const { return cg::this_cluster().map_shared_rank(s.pool, 0); }
-};
-#endif
 
 __global__ void __launch_bounds__(kThreads, 1)
     topk_cluster_kernel(const float* scores, int n, int k, int32_t* out, int slots) {
@@ -80,8 +34,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& s = *reinterpret_cast<Shared*>(smem);
   const size_t row = blockIdx.y;
-  select_row(ClusterTeam{}, scores + row * n, n, k, out + row * k, s, reinterpret_cast<uint32_t*>(smem + kSharedBytes),
-             slots);
+  select_row(ClusterTeam{}, ScoreRow<false>{scores + row * n, nullptr}, n, k, out + row * k, s,
+             reinterpret_cast<uint32_t*>(smem + kSharedBytes), slots);
 #endif
 }
 

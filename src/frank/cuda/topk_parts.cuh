@@ -1,7 +1,8 @@
 #pragma once
-// Building blocks of the top-k selection (topk_select.cuh): order-preserving keys, a block's share
-// of a row and the passes over it, block scans, bin picking and the final sort. One block of
-// kThreads threads runs each of them; "every thread must call it" marks those with barriers.
+// Building blocks of the top-k selection (topk_select.cuh): order-preserving keys, the sources a
+// row's keys come from, a block's share of a row and the passes over it, block scans, bin picking
+// and the final sort. One block of kThreads threads runs each of them; "every thread must call it"
+// marks those with barriers.
 #include <cooperative_groups.h>
 
 #include <cstdint>
@@ -56,14 +57,62 @@ struct Shared {
   int quota;                  // tie mode: entries equal to the k-th key this block takes
 };
 
+// Asks the copy engine to bring row[lo, hi) into L2 now (its 16-byte-aligned middle, in 16 KB
+// pieces), so that the first pass finds it there: a block's own loads keep only 64 KB in flight,
+// which at DRAM latency holds one SM far below its share of the bandwidth. A hint only (sm_90 and
+// up).
+__device__ inline void prefetch_l2(const float* row, int lo, int hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kPiece = 4096;  // floats
+  const int a0 = min(hi, lo + static_cast<int>(((16 - (reinterpret_cast<uintptr_t>(row + lo) & 15)) & 15) / 4));
+  const int a1 = a0 + (hi - a0) / 4 * 4;
+  for (int p = a0 + kPiece * static_cast<int>(threadIdx.x); p < a1; p += kPiece * kThreads) {
+    const uint32_t bytes = 4u * static_cast<uint32_t>(min(kPiece, a1 - p));  // a multiple of 16
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row + p), "r"(bytes) : "memory");
+  }
+#endif
+}
+
+// Where a row's keys come from. Every source gives key(i), the order key of entry i; quad(i), the
+// keys of i .. i+3 for i = lo + misalign(lo) + 4j (16-byte aligned in memory where that matters);
+// and prefetch(lo, hi), a hint that the chunk [lo, hi) is about to be read.
+//
+// ScoreRow: fp32 scores in memory, read 16 bytes at a time; kMasked: entries whose mask byte is 0
+// are unselectable (key 0), as if their score were -inf.
+template <bool kMasked>
+struct ScoreRow {
+  const float* row;
+  const uint8_t* mask;  // kMasked only
+
+  __device__ int misalign(int lo) const { return static_cast<int>((reinterpret_cast<uintptr_t>(row + lo) >> 2) & 3); }
+  __device__ uint32_t key(int i) const {
+    if constexpr (kMasked)
+      if (!__ldg(mask + i)) return 0;
+    return order_key(__ldg(row + i));
+  }
+  __device__ uint4 quad(int i) const {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(row + i));
+    uint4 k = make_uint4(order_key(v.x), order_key(v.y), order_key(v.z), order_key(v.w));
+    if constexpr (kMasked) {
+      if (!__ldg(mask + i)) k.x = 0;
+      if (!__ldg(mask + i + 1)) k.y = 0;
+      if (!__ldg(mask + i + 2)) k.z = 0;
+      if (!__ldg(mask + i + 3)) k.w = 0;
+    }
+    return k;
+  }
+  __device__ void prefetch(int lo, int hi) const { prefetch_l2(row, lo, hi); }
+};
+
 // A block's share of the row, elements [lo, hi): rank r of a team of C owns chunk r, so chunk order
-// is index order. [a0, a1) is its 16-byte-aligned middle, a multiple of 4 elements. After the
-// first pass the later passes read, when they can, one of:
+// is index order. [a0, a1) is its quad-aligned middle (16-byte aligned for a ScoreRow), a
+// multiple of 4 elements. After the first pass the later passes read, when they can, one of:
 // - cache: every key of the chunk, element i at cache[i - base] (base puts a0 on a 16-byte
 //   boundary of the cache too); small chunks;
 // - list: (key, index) of the entries at or above the sampled floor; large chunks.
+template <class Source>
 struct Chunk {
-  const float* row;
+  Source src;
   int lo, hi, a0, a1, base;
   uint32_t* cache;
   uint32_t* list_key;
@@ -72,14 +121,14 @@ struct Chunk {
 };
 
 // region: the block's shared memory after Shared, `slots` 32-bit words.
-__device__ inline Chunk make_chunk(const float* row, int n, int rank, int team, uint32_t* region, int slots) {
-  Chunk c{};
-  c.row = row;
+template <class Source>
+__device__ inline Chunk<Source> make_chunk(const Source& src, int n, int rank, int team, uint32_t* region, int slots) {
+  Chunk<Source> c{};
+  c.src = src;
   const int per = static_cast<int>(((static_cast<long long>(n) + team - 1) / team + 3) & ~3ll);
   c.lo = min(n, rank * per);
   c.hi = min(n, c.lo + per);
-  const int misalign = static_cast<int>((reinterpret_cast<uintptr_t>(row + c.lo) >> 2) & 3);
-  c.a0 = min(c.hi, c.lo + ((4 - misalign) & 3));
+  c.a0 = min(c.hi, c.lo + ((4 - src.misalign(c.lo)) & 3));
   c.a1 = c.a0 + (c.hi - c.a0) / 4 * 4;
   c.base = c.a0 > c.lo ? c.a0 - 4 : c.a0;
   if (per >= kSampleChunk) {
@@ -92,24 +141,11 @@ __device__ inline Chunk make_chunk(const float* row, int n, int rank, int team, 
   return c;
 }
 
-// Asks the copy engine to bring the chunk's aligned middle into L2 now, in 16 KB pieces, so that
-// the first pass finds it there: a block's own loads keep only 64 KB in flight, which at DRAM
-// latency holds one SM far below its share of the bandwidth. A hint only (sm_90 and up).
-__device__ inline void prefetch_l2(const Chunk& c) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kPiece = 4096;  // floats
-  for (int p = c.a0 + kPiece * static_cast<int>(threadIdx.x); p < c.a1; p += kPiece * kThreads) {
-    const uint32_t bytes = 4u * static_cast<uint32_t>(min(kPiece, c.a1 - p));  // a multiple of 16
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c.row + p), "r"(bytes) : "memory");
-  }
-#endif
-}
-
-// Calls f(i, key) for every element of the chunk, in no set order, reading global memory with
-// 16-byte loads, kUnroll of them issued before any is used (64 KB in flight per block); kFill also
-// stores the keys in the cache. kFromCache reads the cache instead.
-template <bool kFromCache, bool kFill, class F>
-__device__ __forceinline__ void sweep(const Chunk& c, F&& f) {
+// Calls f(i, key) for every element of the chunk, in no set order, reading quads (16-byte loads
+// for a ScoreRow), kUnroll of them issued before any is used (64 KB in flight per block); kFill
+// also stores the keys in the cache. kFromCache reads the cache instead.
+template <bool kFromCache, bool kFill, class Source, class F>
+__device__ __forceinline__ void sweep(const Chunk<Source>& c, F&& f) {
   constexpr int kUnroll = 4;
   const int t = threadIdx.x;
   auto scalar = [&](int i) {
@@ -117,7 +153,7 @@ __device__ __forceinline__ void sweep(const Chunk& c, F&& f) {
     if constexpr (kFromCache) {
       key = c.cache[i - c.base];
     } else {
-      key = order_key(__ldg(c.row + i));
+      key = c.src.key(i);
       if constexpr (kFill) c.cache[i - c.base] = key;
     }
     f(i, key);
@@ -125,43 +161,35 @@ __device__ __forceinline__ void sweep(const Chunk& c, F&& f) {
   if (t < c.a0 - c.lo) scalar(c.lo + t);
   if (t < c.hi - c.a1) scalar(c.a1 + t);
   const int nv = (c.a1 - c.a0) / 4;
-  const float4* gv = reinterpret_cast<const float4*>(c.row + c.a0);
   uint4* cv = reinterpret_cast<uint4*>(c.cache + (c.a0 - c.base));
   for (int j0 = 0; j0 < nv; j0 += kUnroll * kThreads) {
-    uint4 raw[kUnroll];
+    uint4 k4[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = j0 + u * kThreads + t;
       if (j >= nv) continue;
-      if constexpr (kFromCache) {
-        raw[u] = cv[j];
-      } else {
-        const float4 v = __ldg(gv + j);
-        raw[u] = make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
-      }
+      if constexpr (kFromCache)
+        k4[u] = cv[j];
+      else
+        k4[u] = c.src.quad(c.a0 + 4 * j);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = j0 + u * kThreads + t;
       if (j >= nv) continue;
-      uint4 k4 = raw[u];
-      if constexpr (!kFromCache) {
-        k4 = make_uint4(order_key(__uint_as_float(k4.x)), order_key(__uint_as_float(k4.y)),
-                        order_key(__uint_as_float(k4.z)), order_key(__uint_as_float(k4.w)));
-        if constexpr (kFill) cv[j] = k4;
-      }
+      if constexpr (kFill) cv[j] = k4[u];
       const int i = c.a0 + 4 * j;
-      f(i, k4.x);
-      f(i + 1, k4.y);
-      f(i + 2, k4.z);
-      f(i + 3, k4.w);
+      f(i, k4[u].x);
+      f(i + 1, k4[u].y);
+      f(i + 2, k4[u].z);
+      f(i + 3, k4[u].w);
     }
   }
 }
 
-// A later pass: from the list or the cache when the chunk has one, else global memory again.
-template <class F>
-__device__ __forceinline__ void sweep_again(const Chunk& c, F&& f) {
+// A later pass: from the list or the cache when the chunk has one, else the source again.
+template <class Source, class F>
+__device__ __forceinline__ void sweep_again(const Chunk<Source>& c, F&& f) {
   if (c.list_key) {
     for (int j = threadIdx.x; j < c.list_n; j += kThreads) f(c.list_index[j], c.list_key[j]);
   } else if (c.cache) {
@@ -256,7 +284,7 @@ __device__ __forceinline__ void step_in_thread(Composite (&v)[E], int size) {
 }
 
 // Sorts the m <= kThreads * E entries of pool descending (bitonic, in registers: E per thread)
-// and writes the best k_eff indices to out[0, k), then -1. Pairs inside a thread swap in
+// and writes the best k_eff indices to out[0, k), then -1 (k <= kThreads * E). Pairs inside a thread swap in
 // registers, inside a warp by shuffles; only strides of 32 E and up go through shared memory
 // (pool and spare in turn, so one barrier per step), striped (element e of thread t at
 // e * kThreads + t) so that a warp's accesses are contiguous. Every thread must call it.

@@ -36,6 +36,20 @@ struct Decision {
   int k_eff;        // k clamped to the selectable entries
 };
 
+// Sorts rank 0's pool of m entries and writes the best k_eff indices to out[0, k), then -1: the
+// width covers both m and k. The merged histograms are no longer read by anyone: they are the
+// sort's second buffer. Every thread of the block must call it.
+__device__ inline void sort_pool(Shared& s, int m, int k, int k_eff, int32_t* out) {
+  const int width = max(m, k);
+  Composite* spare = reinterpret_cast<Composite*>(s.merged);
+  if (width <= kThreads)
+    sort_and_write<1>(s.pool, spare, m, k, k_eff, out);
+  else if (width <= 2 * kThreads)
+    sort_and_write<2>(s.pool, spare, m, k, k_eff, out);
+  else
+    sort_and_write<4>(s.pool, spare, m, k, k_eff, out);
+}
+
 // Resolves `level` from the team-wide histogram h: extends d's prefix by the bin holding the
 // (k_eff - above)-th best entry. Level 0 sets k_eff = min(k, counted entries).
 __device__ inline void resolve(const uint32_t* h, int level, int k, Decision& d, Shared& s) {
@@ -60,10 +74,11 @@ __device__ inline void resolve(const uint32_t* h, int level, int k, Decision& d,
 // mu = 1,024 k / n is how many of them the k best would hold: fewer than k entries reach it only
 // if the sample holds want of the k best (for mu = 0.5, Poisson odds below 1e-7; then level 0
 // runs again). A low want keeps the list short. 1 (count everything) when the sample holds fewer.
-__device__ inline uint32_t sample_floor(const float* row, int n, int k, Shared& s) {
+template <class Source>
+__device__ inline uint32_t sample_floor(const Source& src, int n, int k, Shared& s) {
   for (int j = threadIdx.x; j < kBins; j += kThreads) s.hist[j] = 0;
   __syncthreads();
-  const uint32_t key = order_key(__ldg(row + static_cast<long long>(n) * threadIdx.x / kThreads));
+  const uint32_t key = src.key(static_cast<int>(static_cast<long long>(n) * threadIdx.x / kThreads));
   if (key) atomicAdd(&s.hist[key >> 20], 1u);
   __syncthreads();
   const float mu = static_cast<float>(kThreads) * static_cast<float>(k) / static_cast<float>(n);
@@ -75,8 +90,8 @@ __device__ inline uint32_t sample_floor(const float* row, int n, int k, Shared& 
 // Tie mode after level 2: T is the k-th best key. Pushes the entries above T that level 2 resolved
 // and this block's quota of entries equal to T, lowest indices first (tiles of 4 per thread in
 // index order, ranked by a block scan).
-template <class Team>
-__device__ void take_ties(const Team& team, const Chunk& c, uint32_t t_key, int quota, Shared& s) {
+template <class Team, class Source>
+__device__ void take_ties(const Team& team, const Chunk<Source>& c, uint32_t t_key, int quota, Shared& s) {
   const uint32_t parent = t_key >> 10;
   uint32_t* pool_count = team.pool_count(s);
   Composite* pool = team.pool(s);
@@ -89,7 +104,7 @@ __device__ void take_ties(const Team& team, const Chunk& c, uint32_t t_key, int 
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const int i = i0 + q;
-      key[q] = i < c.hi ? (c.cache ? c.cache[i - c.base] : order_key(__ldg(c.row + i))) : 0u;
+      key[q] = i < c.hi ? (c.cache ? c.cache[i - c.base] : c.src.key(i)) : 0u;
       equal += key[q] == t_key;
       if (key[q] > t_key && (key[q] >> 10) == parent) push(key[q], i);
     }
@@ -105,16 +120,17 @@ __device__ void take_ties(const Team& team, const Chunk& c, uint32_t t_key, int 
   }
 }
 
-// Selects one row: scores row[0, n) -> out[0, k). Every thread of every block of the team calls it.
+// Selects one row: the keys src gives for entries [0, n) -> out[0, k), k <= kPool. Every thread of
+// every block of the team calls it; only rank 0 writes out, and all of its threads return together.
 // Team provides rank(), size(), sync() (all threads of the team), merge(s, round) (the team-wide
 // sum of s.hist; round counts merges, for buffer parity), peer_hist(s, r) and rank 0's pool(s)
 // and pool_count(s). region: `slots` words of shared memory for the chunk's cache or list.
-template <class Team>
-__device__ void select_row(const Team& team, const float* row, int n, int k, int32_t* out, Shared& s,
+template <class Team, class Source>
+__device__ void select_row(const Team& team, const Source& src, int n, int k, int32_t* out, Shared& s,
                            uint32_t* region, int slots) {
   const int t = threadIdx.x;
-  Chunk c = make_chunk(row, n, team.rank(), team.size(), region, slots);
-  if (n > kGatherAll) prefetch_l2(c);
+  Chunk<Source> c = make_chunk(src, n, team.rank(), team.size(), region, slots);
+  if (n > kGatherAll) src.prefetch(c.lo, c.hi);
   uint32_t* pool_count = team.pool_count(s);
   Composite* pool = team.pool(s);
   auto push = [&](uint32_t key, int i) { pool[claim_slot(pool_count)] = composite(key, i); };
@@ -133,7 +149,7 @@ __device__ void select_row(const Team& team, const float* row, int n, int k, int
   } else {
     int round = 0;
     Decision d{};
-    uint32_t floor_bin = c.list_key ? sample_floor(row, n, k, s) : 1u;
+    uint32_t floor_bin = c.list_key ? sample_floor(src, n, k, s) : 1u;
     for (;;) {
       for (int j = t; j < kBins; j += kThreads) s.hist[j] = 0;
       if (t == 0) s.list_count = 0;
@@ -210,15 +226,7 @@ __device__ void select_row(const Team& team, const float* row, int n, int k, int
     team.sync();
   }
   if (team.rank() != 0) return;
-  // The merged histograms are no longer read by anyone: they are the sort's second buffer.
-  const int m = static_cast<int>(s.pool_count);
-  Composite* spare = reinterpret_cast<Composite*>(s.merged);
-  if (m <= kThreads)
-    sort_and_write<1>(s.pool, spare, m, k, k_eff, out);
-  else if (m <= 2 * kThreads)
-    sort_and_write<2>(s.pool, spare, m, k, k_eff, out);
-  else
-    sort_and_write<4>(s.pool, spare, m, k, k_eff, out);
+  sort_pool(s, static_cast<int>(s.pool_count), k, k_eff, out);
 }
 
 }  // namespace frank::cuda::topk_detail

@@ -60,7 +60,11 @@ cudaError_t pool_groups(float* pending_kv, float* pending_gate, const float* kv,
 // ---- the indexer's two-level top-k (v41_topk.cu) ---------------------------------------------
 // scores [n, cols]: one row per token of the chunk (positions *start + t); token t reaches the
 // entries e < visible_t = min((*start + t + 1) / ratio, cols). Scores of reachable entries are
-// finite or -inf; anything past visible_t is ignored.
+// finite or -inf; anything past visible_t is ignored. Scores are ranked as the reference's float
+// comparisons rank them: +0 and -0 are equal (the lower index wins), subnormals are ordinary
+// values. A NaN is never selected and never raises a block (as -inf; the reference's block maximum
+// ignores it, its entry sort has no order for it). n <= 65,535; topk and topk_blocks at most 4,096
+// (select_row's pool); a launch outside these returns cudaErrorInvalidValue.
 
 // Level 1 (engine::select_candidate_blocks per row): blocks [n, topk_blocks], the chosen blocks of
 // `block_size` consecutive entries in ascending order, then -1 for the slots left (a block with no
@@ -83,7 +87,8 @@ cudaError_t select_entries(const float* scores, int n, int cols, const int64_t* 
 
 // Level 2 inside level 1's blocks in one launch: each row gathers the scores of its chosen blocks
 // only (topk_blocks * block_size entries, not cols) and selects among them. Byte-identical to
-// candidate_mask followed by select_entries with that mask.
+// candidate_mask followed by select_entries with that mask, for blocks as candidate_blocks writes
+// them (ascending, distinct, then -1; the chosen ones are the slots before the first -1).
 cudaError_t select_entries_in_blocks(const float* scores, int n, int cols, const int64_t* start, int ratio,
                                      const int32_t* blocks, int topk_blocks, int block_size, int block_cols,
                                      int topk, int32_t* selected, cudaStream_t stream);
