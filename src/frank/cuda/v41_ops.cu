@@ -3,15 +3,12 @@
 //
 // fake_quant must give the CPU's bits (engine/fake_quant.cpp), so it repeats its fp32 operations
 // one by one with explicitly rounded intrinsics (__fdiv_rn, __fmul_rn: nvcc would otherwise be free
-// to contract a product into a following add); the e4m3 conversion is the hardware's round to
-// nearest even with saturation, as kv_rows.cuh's encoder, which matches engine::float_to_e4m3_saturating.
+// to contract a product into a following add) and the CPU's integer e4m3 encoder.
 // engram_mix sums in double as the reference does (its gate's signed square root magnifies a
 // rounding error of a small dot), then repeats the reference's fp32 steps. pool_groups repeats the
 // reference's fp32 steps; only expf differs from std::exp (a few ulp).
 #include <cmath>
 #include <cstdint>
-
-#include <cuda_fp8.h>
 
 #include "frank/cuda/kv_rows.cuh"
 #include "frank/cuda/launch.cuh"
@@ -51,10 +48,27 @@ __device__ float pow2_ceil(float t) {
   return __uint_as_float(static_cast<uint32_t>(e + 127) << 23);
 }
 
-// e4m3(q) as fp32 (the CPU's e4m3_value(float_to_e4m3_saturating(q))).
-__device__ float e4m3_round(float q) {
-  return e4m3_to_float(static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3)));
+// engine::float_to_e4m3_saturating step for step (round to nearest even, +-448 past the range),
+// so no fp32 subnormal input depends on how the hardware's conversion treats it.
+__device__ uint8_t e4m3_code(float x) {
+  const uint32_t sign = (__float_as_uint(x) >> 24) & 0x80u;
+  const float a = fabsf(x);
+  if (a >= 448.f) return static_cast<uint8_t>(sign | 0x7Eu);
+  // Subnormals m * 2^-9 (m = 0..7; m = 8 is the smallest normal, whose byte is also 8): a * 512
+  // is exact, and __float2int_rn rounds half to even as nearbyint.
+  if (a < 0x1p-6f) return static_cast<uint8_t>(sign | static_cast<uint32_t>(__float2int_rn(__fmul_rn(a, 512.f))));
+  // Normal: keep 3 of fp32's 23 mantissa bits, round half to even; a carry bumps the exponent.
+  const uint32_t bits = __float_as_uint(a);
+  int exponent = static_cast<int>(bits >> 23) - 127;
+  uint32_t mantissa = (bits & 0x7FFFFFu) >> 20;
+  const uint32_t rest = bits & 0xFFFFFu;
+  if (rest > 0x80000u || (rest == 0x80000u && (mantissa & 1u))) ++mantissa;
+  if (mantissa == 8) mantissa = 0, ++exponent;
+  return static_cast<uint8_t>(sign | (static_cast<uint32_t>(exponent + 7) << 3) | mantissa);
 }
+
+// e4m3(q) as fp32 (the CPU's e4m3_value(float_to_e4m3_saturating(q))).
+__device__ float e4m3_round(float q) { return e4m3_to_float(e4m3_code(q)); }
 
 // engine::e2m1_code's value times s for q in [-6, 6]: the magnitude code counts the thresholds
 // |q| reaches (ties to the even code), and the negative-zero code gives +0 as transformers' table.
