@@ -89,7 +89,7 @@ struct Site {
   int rows;                // fn_rows, plus one when the sum of squares is a row
   int64_t chunk;           // columns per split: a multiple of 32 * V
   int splits;
-  float* part;             // part[t*ld + r*splits + s]: out, hc_map's scratch, or mix (toy shapes)
+  float* part;             // part[t*ld + r*splits + s]: out, hc_map's scratch (null), or mix (toy shapes)
   int64_t ld;
   const float* base;
   const float* scale;
@@ -237,19 +237,17 @@ __device__ void collapse(const float* x, const float (&pre)[kMaxStreams], int N,
     }
 }
 
-// One collapsing thread (tid < Threads, warps FirstWarp..) for nt tokens, whose streams start at
-// `streams` (N*D apart) and output rows at `out` (D apart): out[t] = RMSNorm(sum_j pre[j] *
-// stream_j) * norm_weight (none: 1), with pre_of(t, pre) giving pre[0..N) (0 past N). A thread
-// keeps its first kHold vectors in registers and stores the rest (D > kHold * V * Threads)
-// unscaled, to rescale after the norm.
+// One collapsing thread (tid < Threads, warps FirstWarp..) for tokens t0 .. t0+nt-1 of a.streams,
+// into rows o0 .. of a.out: out = RMSNorm(sum_j pre[j] * stream_j) * norm_weight (none: 1), with
+// pre_of(t, pre) giving pre[0..N) of token t0 + t (0 past N). A thread keeps its first kHold
+// vectors in registers and stores the rest (D > kHold * V * Threads) unscaled, to rescale after
+// the norm. The arguments stay in the kernel's parameter space (a), not in registers.
 template <int V, int Threads, int FirstWarp, class PreOf>
-__device__ void collapse_tokens(const float* streams, float* out, int nt, int N, int D, const float* norm_weight,
-                                float norm_eps, float* red, PreOf&& pre_of) {
-  const int tid = threadIdx.x - 32 * FirstWarp, vectors = D / V;
-  const int64_t K = int64_t{N} * D;
+__device__ void collapse_tokens(const Site& a, int t0, int o0, int nt, float* red, PreOf&& pre_of) {
+  const int N = a.N, D = a.D, tid = threadIdx.x - 32 * FirstWarp, vectors = D / V;
   for (int t = 0; t < nt; ++t) {
-    const float* x = streams + t * K;
-    float* o = out + t * int64_t{D};
+    const float* x = a.streams + (t0 + t) * a.K;
+    float* o = a.out + (o0 + t) * int64_t{D};
     float pre[kMaxStreams];
     pre_of(t, pre);
     float held[kHold][V], sq_out = 0.0f;
@@ -273,14 +271,14 @@ __device__ void collapse_tokens(const float* streams, float* out, int nt, int N,
 #pragma unroll
     for (int h = 0; h < kHold; ++h) {
       const int i = tid + h * Threads;
-      if (norm_weight) {
-        load(norm_weight + (i < vectors ? i * V : 0), w[h]);
+      if (a.norm_weight) {
+        load(a.norm_weight + (i < vectors ? i * V : 0), w[h]);
       } else {
 #pragma unroll
         for (int v = 0; v < V; ++v) w[h][v] = 1.0f;
       }
     }
-    const float inv_out = inv_rms(collapse_sum<Threads, FirstWarp>(sq_out, red), D, norm_eps);
+    const float inv_out = inv_rms(collapse_sum<Threads, FirstWarp>(sq_out, red), D, a.norm_eps);
 #pragma unroll
     for (int h = 0; h < kHold; ++h) {  // s * inv_out * norm_weight, as cpu::rms_norm
       const int i = tid + h * Threads;
@@ -294,9 +292,9 @@ __device__ void collapse_tokens(const float* streams, float* out, int nt, int N,
       float s[V], wv[V];
 #pragma unroll
       for (int v = 0; v < V; ++v) s[v] = o[i * V + v];
-      if (norm_weight) load(norm_weight + i * V, wv);
+      if (a.norm_weight) load(a.norm_weight + i * V, wv);
 #pragma unroll
-      for (int v = 0; v < V; ++v) s[v] = norm_weight ? s[v] * inv_out * wv[v] : s[v] * inv_out;
+      for (int v = 0; v < V; ++v) s[v] = a.norm_weight ? s[v] * inv_out * wv[v] : s[v] * inv_out;
       store(o + i * V, s);
     }
   }
@@ -351,8 +349,7 @@ __device__ void finish(const Site& a, int t0, int nt, float base_value, float sc
   }
   if constexpr (M != Mode::Map)
     collapse_tokens<V, kCollapseThreads, kMixWarps>(
-        a.streams + t0 * a.K, a.out + t0 * int64_t{a.D}, nt, a.N, a.D, a.norm_weight, a.norm_eps, red,
-        [&](int t, float (&pre)[kMaxStreams]) {
+        a, t0, t0, nt, red, [&](int t, float (&pre)[kMaxStreams]) {
           const float inv = inv_rms(sq[t], a.K, a.norm_eps);
 #pragma unroll
           for (int j = 0; j < kMaxStreams; ++j)
@@ -364,6 +361,8 @@ template <int V, Mode M>
 __global__ void __launch_bounds__(kThreads) site_kernel(Site a) {
   constexpr bool Full = M != Mode::Head;
   follow_previous_kernel();
+  if constexpr (M == Mode::Map)
+    if (!a.part) a.part = g_map_partials;
   const int t0 = blockIdx.y * kTokens, nt = a.n - t0 < kTokens ? a.n - t0 : kTokens;
   // The small parameters the finishing block needs, asked for now so their latency hides behind
   // phase 1: base and scale in registers, the norm weights into L2.
@@ -375,31 +374,20 @@ __global__ void __launch_bounds__(kThreads) site_kernel(Site a) {
   if (arrived_last(&g_arrivals[blockIdx.y])) finish<V, M>(a, t0, nt, base_value, scale_value);
 }
 
-struct Collapse {
-  const float* streams;  // [n, N*D]
-  int N, D;
-  const float* mix;      // [n, 2N + N*N] or null: stream 0
-  int first;
-  const float* norm_weight;
-  float norm_eps;
-  float* out;            // [n - first, D]
-};
-
-// Block b: token first + b. Stream 0 is the collapse with pre = (1, 0, ..): fmaf(1, x, 0) = x and
-// fmaf(0, y, x) = x for finite y, so its bits pass through as the reference's do.
+// hc_collapse, block b: token first + b of a.streams into row b of a.out (a's streams, N, D, K,
+// norm_weight, norm_eps and out), with pre from mix [n, 2N + N*N] or, mix null, stream 0: the
+// collapse with pre = (1, 0, ..), where fmaf(1, x, 0) = x and fmaf(0, y, x) = x for finite y, so its
+// bits pass through as the reference's do.
 template <int V>
-__global__ void __launch_bounds__(kCollapseThreads) collapse_kernel(Collapse a) {
+__global__ void __launch_bounds__(kCollapseThreads) collapse_kernel(Site a, const float* mix, int first) {
   follow_previous_kernel();
   __shared__ float red[kCollapseWarps];
-  const int64_t t = a.first + int64_t{blockIdx.x};
-  const float* pre_row = a.mix ? a.mix + t * (2 * a.N + a.N * a.N) : nullptr;
-  collapse_tokens<V, kCollapseThreads, 0>(
-      a.streams + t * a.N * a.D, a.out + int64_t{blockIdx.x} * a.D, 1, a.N, a.D, a.norm_weight, a.norm_eps, red,
-      [&](int, float (&pre)[kMaxStreams]) {
+  const int t = first + static_cast<int>(blockIdx.x);
+  const float* pre_row = mix ? mix + int64_t{t} * (2 * a.N + a.N * a.N) : nullptr;
+  collapse_tokens<V, kCollapseThreads, 0>(a, t, static_cast<int>(blockIdx.x), 1, red, [&](int, float (&pre)[kMaxStreams]) {
 #pragma unroll
-        for (int j = 0; j < kMaxStreams; ++j)
-          pre[j] = j >= a.N ? 0.0f : pre_row ? pre_row[j] : j == 0 ? 1.0f : 0.0f;
-      });
+    for (int j = 0; j < kMaxStreams; ++j) pre[j] = j >= a.N ? 0.0f : pre_row ? pre_row[j] : j == 0 ? 1.0f : 0.0f;
+  });
 }
 
 // One thread per (token, d): all N new stream values from the N old ones.
@@ -430,23 +418,13 @@ __global__ void __launch_bounds__(kPostThreads)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// hc_map's scratch as a device pointer.
-float* map_partials() {
-  static float* const p = [] {
-    void* q = nullptr;
-    return cudaGetSymbolAddress(&q, g_map_partials) == cudaSuccess ? static_cast<float*>(q) : nullptr;
-  }();
-  return p;
-}
-
 // site_kernel in mode M; the split fields of `a` are filled in here.
 template <Mode M>
 cudaError_t launch(Site a, cudaStream_t stream) {
   constexpr bool Full = M != Mode::Head;
   a.rows = a.fn_rows + 1;
   if constexpr (M == Mode::Map) {
-    a.part = map_partials(), a.ld = kMapScratch / a.n;
-    if (!a.part) return cudaErrorInvalidSymbol;
+    a.part = nullptr, a.ld = kMapScratch / a.n;  // null: the scratch (site_kernel), no host call to find it
   } else {
     a.part = a.out, a.ld = a.D;
   }
@@ -502,11 +480,12 @@ cudaError_t hc_collapse(const float* streams, int n, int N, int D, const float* 
                         const float* norm_weight, float norm_eps, float* out, cudaStream_t stream) {
   if (!valid_shape(streams, n, N, D) || !out || first < 0 || first > n) return cudaErrorInvalidValue;
   if (n == first) return cudaSuccess;
-  const Collapse a{streams, N, D, mix, first, norm_weight, norm_eps, out};
+  const Site a{streams, n, N, D, int64_t{N} * D, nullptr, 0, 0, 0, 0, nullptr, 0, nullptr, nullptr,
+               0, 0.0f, norm_eps, norm_weight, nullptr, out};
   const bool vec = D % 4 == 0 && aligned16(streams) && aligned16(out) && (!norm_weight || aligned16(norm_weight));
   const dim3 grid(static_cast<unsigned>(n - first));
-  return vec ? launch_dependent(collapse_kernel<4>, grid, dim3(kCollapseThreads), 0, stream, a)
-             : launch_dependent(collapse_kernel<1>, grid, dim3(kCollapseThreads), 0, stream, a);
+  return vec ? launch_dependent(collapse_kernel<4>, grid, dim3(kCollapseThreads), 0, stream, a, mix, first)
+             : launch_dependent(collapse_kernel<1>, grid, dim3(kCollapseThreads), 0, stream, a, mix, first);
 }
 
 cudaError_t hc_post(float* streams, int n, int N, int D, const float* mix, const float* sublayer, cudaStream_t stream) {
