@@ -249,7 +249,8 @@ int check_hc_all(Random& rng) {
   failures += check_hc_map(rng, 4, 16, 2, 1e-6f);
   failures += check_hc_map(rng, 8, 1024, 9, 1e-6f);
   failures += check_hc_map(rng, 2, 4099, 2, 1e-6f);
-  // More tokens than hc_map's scratch holds two splits of: one split into mix (its toy path).
+  // More tokens than hc_map's scratch has room for (N = 4: 25 sums a token, 2^19 floats): one
+  // split, its sums in mix (the toy path).
   failures += check_hc_map(rng, 4, 16, 21000, 1e-6f);
   for (bool with_mix : {true, false}) {
     failures += check_hc_collapse(rng, 2, 37, 3, 0, with_mix, 1e-6f);
