@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   failures += frank_test::check_attention_ops(seed);
   failures += frank_test::check_moe_ops(seed);
   failures += frank_test::check_sampling_ops(seed);
+  failures += frank_test::check_v41_ops(seed);
   std::printf("%s: %d failure(s)\n", failures == 0 ? "ALL PASS" : "FAILED", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -3,11 +3,14 @@
 // family. Each returns its number of failures and prints one line per case: "PASS|FAIL <op> <case>
 // max_err=<e> tol=<t>".
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "frank/core/linear_weight.h"
 #include "frank/core/splitmix64.h"
 #include "frank/cuda/weight_format.h"
+#include "frank/model/config.h"
+#include "frank/model/weights.h"
 
 namespace frank_test {
 
@@ -15,6 +18,9 @@ int check_dense_ops(uint64_t seed);
 int check_attention_ops(uint64_t seed);
 int check_moe_ops(uint64_t seed);
 int check_sampling_ops(uint64_t seed);
+int check_v41_ops(uint64_t seed);
+
+class Random;  // ops_check_util.h
 
 // Largest |got - want| / max(1, |want|) over two equally long arrays.
 double max_scaled_error(const std::vector<float>& got, const std::vector<float>& want);
@@ -27,5 +33,15 @@ frank::QuantizedMatrix random_quantized(frank::SplitMix64& g, frank::cuda::Weigh
 
 // Prints the PASS/FAIL line of one case and returns 1 for a failure, 0 for a pass.
 int report(const char* op, const char* what, double err, double tol);
+
+// Split-K sums in a fixed order: a second run of an op on the same input gives the same bits.
+int check_rerun(const char* op, const std::string& shape, const std::vector<std::vector<float>>& runs,
+                const std::vector<std::vector<float>>& reruns);
+
+// Hyper-connection weights of a site (rows = (2+N)*N, 3 scales) or of the head (rows = N, 1 scale),
+// logits of order one (ops_check_dense.cpp).
+frank::model::HyperConnectionWeights make_hc_weights(Random& rng, int N, int D, int rows, int scales);
+// N streams of width D, 20 Sinkhorn iterations, hc_eps and rms_norm_eps 1e-6.
+frank::model::ModelConfig hc_config(int N, int D);
 
 }  // namespace frank_test

@@ -26,8 +26,40 @@
 #include "frank/model/config.h"
 #include "frank/model/weights.h"
 #include "ops_check.h"
+#include "ops_check_util.h"
 
 namespace frank_test {
+
+// Split-K sums in a fixed order: a second run of an op on the same input gives the same bits.
+int check_rerun(const char* op, const std::string& shape, const std::vector<std::vector<float>>& runs,
+                const std::vector<std::vector<float>>& reruns) {
+  bool same = runs.size() == reruns.size();
+  for (size_t i = 0; same && i < runs.size(); ++i)
+    same = runs[i].size() == reruns[i].size() &&
+           std::memcmp(runs[i].data(), reruns[i].data(), runs[i].size() * sizeof(float)) == 0;
+  return report(op, (shape + " rerun bit-identical").c_str(), same ? 0.0 : 1.0, 0.0);
+}
+
+// Hyper-connection weights of a site (rows = (2+N)*N, 3 scales) or of the head (rows = N, 1 scale):
+// fn · RMS(x) has unit scale (fn entries of variance 1/K), so the sigmoids and the softmax see
+// logits of order one, neither saturated nor flat.
+frank::model::HyperConnectionWeights make_hc_weights(Random& rng, int N, int D, int rows, int scales) {
+  const int64_t K = int64_t{N} * D;
+  const float a = std::sqrt(3.0f / static_cast<float>(K));
+  return {frank::Tensor({rows, K}, rng.vec(static_cast<size_t>(rows * K), -a, a)),
+          frank::Tensor({rows}, rng.vec(rows, -1.0f, 1.0f)), frank::Tensor({scales}, rng.vec(scales, 0.5f, 2.0f))};
+}
+
+frank::model::ModelConfig hc_config(int N, int D) {
+  frank::model::ModelConfig c;
+  c.hidden_size = D;
+  c.hc_mult = N;
+  c.hc_sinkhorn_iters = 20;
+  c.hc_eps = 1e-6f;
+  c.rms_norm_eps = 1e-6f;
+  return c;
+}
+
 namespace {
 
 namespace cuda = frank::cuda;
@@ -36,53 +68,11 @@ using frank::Tensor;
 // fp32 accumulation against the double-accumulating reference (ops_check.h).
 constexpr double kTol = 1e-4;
 
-class Random {
- public:
-  explicit Random(uint64_t seed) : gen_(seed) {}
-  float uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(gen_() >> 40) * 0x1p-24f; }
-  std::vector<float> vec(size_t count, float lo, float hi) {
-    std::vector<float> v(count);
-    for (float& x : v) x = uniform(lo, hi);
-    return v;
-  }
-  uint64_t next() { return gen_(); }
-  frank::SplitMix64& gen() { return gen_; }
-
- private:
-  frank::SplitMix64 gen_;
-};
-
 // Round to nearest even (the test data holds no NaN).
 uint16_t to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-template <class T>
-void upload(DeviceBuffer<T>& d, const std::vector<T>& h) {
-  CUDA_OK(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-
-std::vector<float> download(const DeviceBuffer<float>& d) {
-  std::vector<float> h(d.size());
-  CUDA_OK(cudaMemcpy(h.data(), d.get(), h.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  return h;
-}
-
-void poison(DeviceBuffer<float>& d) { CUDA_OK(cudaMemset(d.get(), 0xff, d.size() * sizeof(float))); }
-
-// Waits for the op and stops at a launch or execution error.
-void finish(cudaError_t launched) {
-  CUDA_OK(launched);
-  CUDA_OK(cudaDeviceSynchronize());
-}
-
-template <class... Args>
-std::string format(const char* f, Args... args) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
 }
 
 // A random [out, in] weight of type wt as device bytes (weight_format.h), and in w the fp32 values
@@ -443,36 +433,6 @@ int check_embed(Random& rng, int D, int N) {
   finish(cuda::embed_streams(d_ids.get(), n, d_table.get(), D, N, d_streams.get(), nullptr));
   return report("embed_streams", format("D=%d N=%d n=%d", D, N, n).c_str(), max_scaled_error(download(d_streams), want),
                 0.0);  // a copy: exact
-}
-
-// Split-K sums in a fixed order: a second run of an op on the same input gives the same bits.
-int check_rerun(const char* op, const std::string& shape, const std::vector<std::vector<float>>& runs,
-                const std::vector<std::vector<float>>& reruns) {
-  bool same = runs.size() == reruns.size();
-  for (size_t i = 0; same && i < runs.size(); ++i)
-    same = runs[i].size() == reruns[i].size() &&
-           std::memcmp(runs[i].data(), reruns[i].data(), runs[i].size() * sizeof(float)) == 0;
-  return report(op, (shape + " rerun bit-identical").c_str(), same ? 0.0 : 1.0, 0.0);
-}
-
-// Hyper-connection weights of a site (rows = (2+N)*N, 3 scales) or of the head (rows = N, 1 scale):
-// fn · RMS(x) has unit scale (fn entries of variance 1/K), so the sigmoids and the softmax see
-// logits of order one, neither saturated nor flat.
-frank::model::HyperConnectionWeights make_hc_weights(Random& rng, int N, int D, int rows, int scales) {
-  const int64_t K = int64_t{N} * D;
-  const float a = std::sqrt(3.0f / static_cast<float>(K));
-  return {Tensor({rows, K}, rng.vec(static_cast<size_t>(rows * K), -a, a)), Tensor({rows}, rng.vec(rows, -1.0f, 1.0f)),
-          Tensor({scales}, rng.vec(scales, 0.5f, 2.0f))};
-}
-
-frank::model::ModelConfig hc_config(int N, int D) {
-  frank::model::ModelConfig c;
-  c.hidden_size = D;
-  c.hc_mult = N;
-  c.hc_sinkhorn_iters = 20;
-  c.hc_eps = 1e-6f;
-  c.rms_norm_eps = 1e-6f;
-  return c;
 }
 
 // hc_pre (mix and input) and then hc_post (with the reference's mix) on one set of streams.

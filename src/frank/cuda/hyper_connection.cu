@@ -1,6 +1,8 @@
-// Manifold-constrained hyper-connections (contract in ops.cuh): hc_pre, hc_post, hc_head.
+// Manifold-constrained hyper-connections (contracts in ops.cuh and v41_ops.cuh): hc_pre, hc_post,
+// hc_head, and V4.1's single-pass pieces hc_map (hc_pre's mix alone) and hc_collapse (hc_pre's
+// collapse with a given pre).
 //
-// hc_pre and hc_head are one kernel each (site_kernel), in two phases:
+// hc_pre, hc_map and hc_head are one kernel each (site_kernel), in two phases:
 //   1. Every block: split-K partial dot products. fn · streams[t] is (2+N)*N rows (hc_head: N) of
 //      K = N*D values, 24 x 16384 (1.5 MB) at the real shape. Block (s, g) takes one chunk of K
 //      columns of every row for token group g (up to kTokens tokens), so ~128 blocks read the
@@ -13,20 +15,24 @@
 //      in a fixed order, so a result does not depend on which block came last. Then warps
 //      0..kTokens-1 each make one token's mix (sigmoids, Sinkhorn in registers: hc_sinkhorn.cuh)
 //      while the other warps collapse the streams with pre and RMS-normalise the collapsed rows,
-//      token after token.
+//      token after token (hc_map: the mix only; hc_head: the collapse only).
 // One kernel instead of a partial and a finishing kernel saves a launch and a grid-completion wait
 // per site; the finishing block's longest path is Sinkhorn's 39 dependent normalisations, which
 // overlap the collapse. The arrival counters are static device memory, one per token group: each
 // launch leaves them at zero (atomicInc wraps), so calls must not run concurrently (calls on one
 // stream never do).
-// Toy shapes whose output row cannot hold the partials of even one split (D < rows + 1) take one
-// split without the sum of squares, into mix (hc_pre) or out (hc_head, D >= N); the finishing block
-// then sums the squares itself.
+// hc_map has no [n, D] output: its partials go to a static scratch buffer (kMapScratch floats shared
+// by the call's tokens; like the counters, one call at a time).
+// Shapes whose scratch row cannot hold the partials of even one split (D < rows + 1; hc_map: more
+// than kMapScratch / (rows + 1) tokens) take one split without the sum of squares, into mix (hc_pre,
+// hc_map) or out (hc_head, D >= N); the finishing block then sums the squares itself.
+// hc_collapse needs no logits: collapse_kernel, one block per token, runs the collapse alone.
 #include <cstdint>
 
 #include "frank/cuda/hc_sinkhorn.cuh"
 #include "frank/cuda/launch.cuh"
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/v41_ops.cuh"
 #include "frank/cuda/warp_reduce.cuh"
 
 namespace frank::cuda {
@@ -45,8 +51,13 @@ constexpr int kCollapseWarps = kCollapseThreads / 32;
 constexpr int kRowsAtOnce = 4;                                  // finishing: partial rows a warp sums together
 constexpr int kHold = 4;                                        // collapse vectors a thread keeps in registers
 constexpr int kPostThreads = 256;
+constexpr int64_t kMapScratch = int64_t{1} << 19;               // floats: 2 MB, every split of 64 tokens (N = 4)
 
 __device__ unsigned g_arrivals[kMaxGroups];  // blocks of a group done with phase 1; zero between launches
+__device__ float g_map_partials[kMapScratch];  // hc_map's split partial sums
+
+// What a site_kernel finishes with: mix and the collapse (hc_pre), mix (hc_map), the collapse (hc_head).
+enum class Mode { Pre, Map, Head };
 
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -78,15 +89,15 @@ struct Site {
   int rows;                // fn_rows, plus one when the sum of squares is a row
   int64_t chunk;           // columns per split: a multiple of 32 * V
   int splits;
-  float* part;             // part[t*ld + r*splits + s]: the output (mix for toy hc_pre shapes)
+  float* part;             // part[t*ld + r*splits + s]: out, hc_map's scratch (null), or mix (toy shapes)
   int64_t ld;
   const float* base;
   const float* scale;
-  int sinkhorn_iters;      // hc_pre only
+  int sinkhorn_iters;      // hc_pre, hc_map
   float hc_eps, norm_eps;
   const float* norm_weight;
-  float* mix;              // [n, 2N + N*N], hc_pre only
-  float* out;              // [n, D]
+  float* mix;              // [n, 2N + N*N]: hc_pre, hc_map
+  float* out;              // [n, D]: hc_pre, hc_head
 };
 
 // Phase 1 of block (s, g): for tokens t0.. and columns [s*chunk, (s+1)*chunk), the partial dot
@@ -150,15 +161,16 @@ __device__ bool arrived_last(unsigned* arrivals) {
   return last;
 }
 
-// Sum over the collapsing warps only (named barrier 1; the mixing warps never wait on it). `red`
-// holds kCollapseWarps floats.
+// Sum over the Threads collapsing threads, warps FirstWarp.. of the block (named barrier 1: in
+// site_kernel the mixing warps never wait on it). `red` holds Threads / 32 floats.
+template <int Threads, int FirstWarp>
 __device__ float collapse_sum(float v, float* red) {
   v = warp_sum(v);
-  asm volatile("bar.sync 1, %0;" ::"n"(kCollapseThreads) : "memory");  // red may still be read
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32 - kMixWarps] = v;
-  asm volatile("bar.sync 1, %0;" ::"n"(kCollapseThreads) : "memory");
+  asm volatile("bar.sync 1, %0;" ::"n"(Threads) : "memory");  // red may still be read
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32 - FirstWarp] = v;
+  asm volatile("bar.sync 1, %0;" ::"n"(Threads) : "memory");
   float s = 0.0f;
-  for (int i = 0; i < kCollapseWarps; ++i) s += red[i];
+  for (int i = 0; i < Threads / 32; ++i) s += red[i];
   return s;
 }
 
@@ -225,30 +237,28 @@ __device__ void collapse(const float* x, const float (&pre)[kMaxStreams], int N,
     }
 }
 
-// One collapsing thread (tid < kCollapseThreads) for every token of the group:
-// out[t] = RMSNorm(sum_j pre[j] * stream_j) * norm_weight. A thread keeps its first kHold vectors
-// in registers and stores the rest (D > kHold * V * kCollapseThreads) unscaled, to rescale after
-// the norm.
-template <int V>
-__device__ void collapse_tokens(const Site& a, int t0, int nt, const float (*m)[kMaxMix + 1], const float* sq,
-                                const float* base, float scale, float* red) {
-  const int N = a.N, D = a.D, tid = threadIdx.x - 32 * kMixWarps, vectors = D / V;
+// One collapsing thread (tid < Threads, warps FirstWarp..) for tokens t0 .. t0+nt-1 of a.streams,
+// into rows o0 .. of a.out: out = RMSNorm(sum_j pre[j] * stream_j) * norm_weight (none: 1), with
+// pre_of(t, pre) giving pre[0..N) of token t0 + t (0 past N). A thread keeps its first kHold
+// vectors in registers and stores the rest (D > kHold * V * Threads) unscaled, to rescale after
+// the norm. The arguments stay in the kernel's parameter space (a), not in registers.
+template <int V, int Threads, int FirstWarp, class PreOf>
+__device__ void collapse_tokens(const Site& a, int t0, int o0, int nt, float* red, PreOf&& pre_of) {
+  const int N = a.N, D = a.D, tid = threadIdx.x - 32 * FirstWarp, vectors = D / V;
   for (int t = 0; t < nt; ++t) {
     const float* x = a.streams + (t0 + t) * a.K;
-    float* o = a.out + (t0 + t) * int64_t{D};
-    const float inv = inv_rms(sq[t], a.K, a.norm_eps);
+    float* o = a.out + (o0 + t) * int64_t{D};
     float pre[kMaxStreams];
-#pragma unroll
-    for (int j = 0; j < kMaxStreams; ++j) pre[j] = j < N ? pre_weight(m[t][j], inv, scale, base[j], a.hc_eps) : 0.0f;
+    pre_of(t, pre);
     float held[kHold][V], sq_out = 0.0f;
 #pragma unroll
     for (int h = 0; h < kHold; ++h) {  // unconditional loads (of vector 0 past the end): all in flight at once
-      const int i = tid + h * kCollapseThreads;
+      const int i = tid + h * Threads;
       collapse(x, pre, N, D, i < vectors ? i * V : 0, held[h]);
 #pragma unroll
       for (int v = 0; v < V; ++v) sq_out = i < vectors ? fmaf(held[h][v], held[h][v], sq_out) : sq_out;
     }
-    for (int i = tid + kHold * kCollapseThreads; i < vectors; i += kCollapseThreads) {
+    for (int i = tid + kHold * Threads; i < vectors; i += Threads) {
       float s[V];
       collapse(x, pre, N, D, i * V, s);
 #pragma unroll
@@ -260,7 +270,7 @@ __device__ void collapse_tokens(const Site& a, int t0, int nt, const float (*m)[
     float w[kHold][V];
 #pragma unroll
     for (int h = 0; h < kHold; ++h) {
-      const int i = tid + h * kCollapseThreads;
+      const int i = tid + h * Threads;
       if (a.norm_weight) {
         load(a.norm_weight + (i < vectors ? i * V : 0), w[h]);
       } else {
@@ -268,17 +278,17 @@ __device__ void collapse_tokens(const Site& a, int t0, int nt, const float (*m)[
         for (int v = 0; v < V; ++v) w[h][v] = 1.0f;
       }
     }
-    const float inv_out = inv_rms(collapse_sum(sq_out, red), D, a.norm_eps);
+    const float inv_out = inv_rms(collapse_sum<Threads, FirstWarp>(sq_out, red), D, a.norm_eps);
 #pragma unroll
     for (int h = 0; h < kHold; ++h) {  // s * inv_out * norm_weight, as cpu::rms_norm
-      const int i = tid + h * kCollapseThreads;
+      const int i = tid + h * Threads;
       if (i < vectors) {
 #pragma unroll
         for (int v = 0; v < V; ++v) held[h][v] = held[h][v] * inv_out * w[h][v];
         store(o + i * V, held[h]);
       }
     }
-    for (int i = tid + kHold * kCollapseThreads; i < vectors; i += kCollapseThreads) {  // its own stores above
+    for (int i = tid + kHold * Threads; i < vectors; i += Threads) {  // its own stores above
       float s[V], wv[V];
 #pragma unroll
       for (int v = 0; v < V; ++v) s[v] = o[i * V + v];
@@ -291,9 +301,10 @@ __device__ void collapse_tokens(const Site& a, int t0, int nt, const float (*m)[
 }
 
 // Phase 2, in the group's last block: the logits m[t][r] from the partials (lane strides, then the
-// warp tree: a fixed order), the streams' sums of squares, then mix (Full) and out.
-template <int V, bool Full>
+// warp tree: a fixed order), the streams' sums of squares, then mix and out as M says.
+template <int V, Mode M>
 __device__ void finish(const Site& a, int t0, int nt, float base_value, float scale_value) {
+  constexpr bool Full = M != Mode::Head;
   __shared__ float m[kTokens][kMaxMix + 1];
   __shared__ float sq[kTokens];
   __shared__ float base[kMaxMix], scale[3];
@@ -336,12 +347,22 @@ __device__ void finish(const Site& a, int t0, int nt, float base_value, float sc
                 a.mix + (t0 + warp) * int64_t{2 * a.N + a.N * a.N});
     return;
   }
-  collapse_tokens<V>(a, t0, nt, m, sq, base, scale[0], red);
+  if constexpr (M != Mode::Map)
+    collapse_tokens<V, kCollapseThreads, kMixWarps>(
+        a, t0, t0, nt, red, [&](int t, float (&pre)[kMaxStreams]) {
+          const float inv = inv_rms(sq[t], a.K, a.norm_eps);
+#pragma unroll
+          for (int j = 0; j < kMaxStreams; ++j)
+            pre[j] = j < a.N ? pre_weight(m[t][j], inv, scale[0], base[j], a.hc_eps) : 0.0f;
+        });
 }
 
-template <int V, bool Full>
+template <int V, Mode M>
 __global__ void __launch_bounds__(kThreads) site_kernel(Site a) {
+  constexpr bool Full = M != Mode::Head;
   follow_previous_kernel();
+  if constexpr (M == Mode::Map)
+    if (!a.part) a.part = g_map_partials;
   const int t0 = blockIdx.y * kTokens, nt = a.n - t0 < kTokens ? a.n - t0 : kTokens;
   // The small parameters the finishing block needs, asked for now so their latency hides behind
   // phase 1: base and scale in registers, the norm weights into L2.
@@ -350,7 +371,23 @@ __global__ void __launch_bounds__(kThreads) site_kernel(Site a) {
   const float scale_value = threadIdx.x < (Full ? 3 : 1) ? a.scale[threadIdx.x] : 0.0f;
   if (a.norm_weight && blockIdx.y == 0) prefetch_l2(a.norm_weight, a.D);
   partial_sums<V>(a, t0, nt);
-  if (arrived_last(&g_arrivals[blockIdx.y])) finish<V, Full>(a, t0, nt, base_value, scale_value);
+  if (arrived_last(&g_arrivals[blockIdx.y])) finish<V, M>(a, t0, nt, base_value, scale_value);
+}
+
+// hc_collapse, block b: token first + b of a.streams into row b of a.out (a's streams, N, D, K,
+// norm_weight, norm_eps and out), with pre from mix [n, 2N + N*N] or, mix null, stream 0: the
+// collapse with pre = (1, 0, ..), where fmaf(1, x, 0) = x and fmaf(0, y, x) = x for finite y, so its
+// bits pass through as the reference's do.
+template <int V>
+__global__ void __launch_bounds__(kCollapseThreads) collapse_kernel(Site a, const float* mix, int first) {
+  follow_previous_kernel();
+  __shared__ float red[kCollapseWarps];
+  const int t = first + static_cast<int>(blockIdx.x);
+  const float* pre_row = mix ? mix + int64_t{t} * (2 * a.N + a.N * a.N) : nullptr;
+  collapse_tokens<V, kCollapseThreads, 0>(a, t, static_cast<int>(blockIdx.x), 1, red, [&](int, float (&pre)[kMaxStreams]) {
+#pragma unroll
+    for (int j = 0; j < kMaxStreams; ++j) pre[j] = j >= a.N ? 0.0f : pre_row ? pre_row[j] : j == 0 ? 1.0f : 0.0f;
+  });
 }
 
 // One thread per (token, d): all N new stream values from the N old ones.
@@ -381,32 +418,41 @@ __global__ void __launch_bounds__(kPostThreads)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// site_kernel for hc_pre (Full) or hc_head; the split fields of `a` are filled in here.
-template <bool Full>
+// site_kernel in mode M; the split fields of `a` are filled in here.
+template <Mode M>
 cudaError_t launch(Site a, cudaStream_t stream) {
-  a.rows = a.fn_rows + 1, a.part = a.out, a.ld = a.D;
-  if (a.rows > a.D) {  // toy shapes: one split, logits only (mix holds fn_rows per token, out D >= N)
+  constexpr bool Full = M != Mode::Head;
+  a.rows = a.fn_rows + 1;
+  if constexpr (M == Mode::Map) {
+    a.part = nullptr, a.ld = kMapScratch / a.n;  // null: the scratch (site_kernel), no host call to find it
+  } else {
+    a.part = a.out, a.ld = a.D;
+  }
+  if (a.rows > a.ld) {  // toy shapes: one split, logits only (mix holds fn_rows per token, out D >= N)
     a.rows = a.fn_rows;
     a.part = Full ? a.mix : a.out;
     a.ld = Full ? a.fn_rows : a.D;
   }
   // 16-byte accesses (to fn, the streams, out and the norm weights) where all are aligned.
-  const bool vec = a.D % 4 == 0 && aligned16(a.streams) && aligned16(a.fn) && aligned16(a.out) &&
+  const bool vec = a.D % 4 == 0 && aligned16(a.streams) && aligned16(a.fn) && (!a.out || aligned16(a.out)) &&
                    (!a.norm_weight || aligned16(a.norm_weight));
   // The most splits that fit in a row of ld, at whole vectors per lane.
   const int64_t max_splits = a.ld / a.rows, step = 32 * (vec ? 4 : 1);
   a.chunk = ((a.K + max_splits - 1) / max_splits + step - 1) / step * step;
   a.splits = static_cast<int>((a.K + a.chunk - 1) / a.chunk);
   const dim3 grid(a.splits, (a.n + kTokens - 1) / kTokens);
-  return vec ? launch_dependent(site_kernel<4, Full>, grid, dim3(kThreads), 0, stream, a)
-             : launch_dependent(site_kernel<1, Full>, grid, dim3(kThreads), 0, stream, a);
+  return vec ? launch_dependent(site_kernel<4, M>, grid, dim3(kThreads), 0, stream, a)
+             : launch_dependent(site_kernel<1, M>, grid, dim3(kThreads), 0, stream, a);
 }
 
-// Arguments both hc_pre and hc_head need.
+bool valid_shape(const float* streams, int n, int N, int D) {
+  return streams && n >= 0 && N >= 1 && N <= kMaxStreams && D >= 1 && int64_t{N} * D <= 0x7fffffff;
+}
+
+// Arguments hc_pre, hc_map and hc_head need (out: their output, input / mix / out).
 bool valid(const float* streams, int n, int N, int D, const float* fn, const float* base, const float* scale,
            const float* out) {
-  return streams && fn && base && scale && out && n >= 0 && n <= kMaxGroups * kTokens && N >= 1 &&
-         N <= kMaxStreams && D >= 1 && int64_t{N} * D <= 0x7fffffff;
+  return valid_shape(streams, n, N, D) && fn && base && scale && out && n <= kMaxGroups * kTokens;
 }
 
 }  // namespace
@@ -418,7 +464,28 @@ cudaError_t hc_pre(const float* streams, int n, int N, int D, const float* fn, c
   if (n == 0) return cudaSuccess;
   const Site a{streams, n, N, D, int64_t{N} * D, fn, (2 + N) * N, 0, 0, 0, nullptr, 0, base, scale,
                sinkhorn_iters, hc_eps, norm_eps, norm_weight, mix, input};
-  return launch<true>(a, stream);
+  return launch<Mode::Pre>(a, stream);
+}
+
+cudaError_t hc_map(const float* streams, int n, int N, int D, const float* fn, const float* base, const float* scale,
+                   int sinkhorn_iters, float hc_eps, float norm_eps, float* mix, cudaStream_t stream) {
+  if (!valid(streams, n, N, D, fn, base, scale, mix) || sinkhorn_iters < 1) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const Site a{streams, n, N, D, int64_t{N} * D, fn, (2 + N) * N, 0, 0, 0, nullptr, 0, base, scale,
+               sinkhorn_iters, hc_eps, norm_eps, nullptr, mix, nullptr};
+  return launch<Mode::Map>(a, stream);
+}
+
+cudaError_t hc_collapse(const float* streams, int n, int N, int D, const float* mix, int first,
+                        const float* norm_weight, float norm_eps, float* out, cudaStream_t stream) {
+  if (!valid_shape(streams, n, N, D) || !out || first < 0 || first > n) return cudaErrorInvalidValue;
+  if (n == first) return cudaSuccess;
+  const Site a{streams, n, N, D, int64_t{N} * D, nullptr, 0, 0, 0, 0, nullptr, 0, nullptr, nullptr,
+               0, 0.0f, norm_eps, norm_weight, nullptr, out};
+  const bool vec = D % 4 == 0 && aligned16(streams) && aligned16(out) && (!norm_weight || aligned16(norm_weight));
+  const dim3 grid(static_cast<unsigned>(n - first));
+  return vec ? launch_dependent(collapse_kernel<4>, grid, dim3(kCollapseThreads), 0, stream, a, mix, first)
+             : launch_dependent(collapse_kernel<1>, grid, dim3(kCollapseThreads), 0, stream, a, mix, first);
 }
 
 cudaError_t hc_post(float* streams, int n, int N, int D, const float* mix, const float* sublayer, cudaStream_t stream) {
@@ -436,7 +503,7 @@ cudaError_t hc_head(const float* streams, int n, int N, int D, const float* fn, 
   if (n == 0) return cudaSuccess;
   const Site a{streams, n, N, D, int64_t{N} * D, fn, N, 0, 0, 0, nullptr, 0, base, scale,
                0, hc_eps, norm_eps, norm_weight, nullptr, out};
-  return launch<false>(a, stream);
+  return launch<Mode::Head>(a, stream);
 }
 
 }  // namespace frank::cuda

@@ -86,8 +86,8 @@ cudaError_t embed_streams(const int32_t* ids, int n, const float* table, int D, 
 
 // ---- hyper-connections (hyper_connection.cu) -------------------------------------------------
 // hc_pre and hc_head are one kernel each whose last block finishes the op; the blocks count their
-// arrival in static device counters, so these two must not run concurrently with each other
-// (calls on one stream never do).
+// arrival in static device counters, so these two (and V4.1's hc_map, v41_ops.cuh) must not run
+// concurrently with each other (calls on one stream never do).
 
 // mHC site, pre part, for each token t of streams [n, N*D]:
 //   r = streams[t] * 1/sqrt(mean(streams[t]^2) + norm_eps)    (over all N*D values, no weight)

@@ -17,7 +17,9 @@ namespace frank::cuda {
 // ---- single-pass mHC (hyper_connection.cu) --------------------------------------------------
 
 // hc_pre's mapping without the collapse: mix[t] = [pre (N) | post (N) | Sinkhorn(comb) (N*N)] of
-// each token's streams [n, N*D], exactly as hc_pre (ops.cuh) writes mix. engine::CpuOps::hc_map.
+// each token's streams [n, N*D], exactly as hc_pre (ops.cuh) writes mix. Its kernel is hc_pre's,
+// with its arrival counters and a static scratch for the split sums: not concurrently with hc_pre,
+// hc_head or another hc_map (calls on one stream never are). engine::CpuOps::hc_map.
 cudaError_t hc_map(const float* streams, int n, int N, int D, const float* fn, const float* base, const float* scale,
                    int sinkhorn_iters, float hc_eps, float norm_eps, float* mix, cudaStream_t stream);
 
@@ -53,7 +55,7 @@ cudaError_t engram_mix(float* streams, int n, int N, int D, const float* kv, con
 // (*start+n)/ratio - 1, latents[g - *start/ratio][d] = sum_j kv_j[d] * softmax_j(gate_j[d]) in fp32,
 // exactly as engine::CpuOps::pool_groups (max-subtracted, e_j / sum multiplied into each term, summed
 // in j order). Then pending holds the chunk's rows of the group left open. latents has room for
-// `max_groups` rows; rows past the groups closed are not written.
+// `max_groups` rows; rows past the groups closed are not written (nor groups past max_groups).
 cudaError_t pool_groups(float* pending_kv, float* pending_gate, const float* kv, const float* gate, int n,
                         const int64_t* start, int ratio, int dim, float* latents, int max_groups, cudaStream_t stream);
 
