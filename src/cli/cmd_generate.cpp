@@ -14,6 +14,7 @@
 #include "frank/engine/speculative.h"
 #include "frank/server/engine_worker.h"
 #include "model_source.h"
+#include "v41_backend.h"
 
 namespace frank::cli {
 namespace {
@@ -91,7 +92,7 @@ void report(const std::vector<int32_t>& prompt, const std::vector<int32_t>& gene
   std::cerr << fmt::format("{} prompt + {} generated tokens in {:.3f} s\n", prompt.size(), generated.size(), seconds);
 }
 
-// DeepSeek-V4.1 on the CPU reference (its DSpark drafter is not built yet: no --draft-tokens).
+// DeepSeek-V4.1 on either backend (its DSpark drafter is not built yet: no --draft-tokens).
 void run_v41(const GenerateOptions& o) {
   if (parse_draft_tokens(o.draft_tokens) != 0)
     throw Error("--draft-tokens: DeepSeek-V4.1's DSpark drafter is not supported yet");
@@ -99,9 +100,10 @@ void run_v41(const GenerateOptions& o) {
   const auto model = o.source.load_v41();
   const auto& config = model->config();
   const auto prompt = o.ids.empty() ? std::vector<int32_t>{config.bos_token_id} : parse_ids(o.ids);
-  engine::V41Runner runner(*model);
+  V41Backend backend(*model, o.source);
+  const auto runner = backend.new_runner();
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int32_t> generated = decode(runner, o, prompt, config.eos_token_id);
+  std::vector<int32_t> generated = decode(*runner, o, prompt, config.eos_token_id);
   finish(generated, o, config.eos_token_id);
   report(prompt, generated, start);
   std::cout << format_ids(generated) << "\n";

@@ -9,6 +9,7 @@
 #include "frank/core/error.h"
 #include "frank/engine/run_modes.h"
 #include "model_source.h"
+#include "v41_backend.h"
 
 namespace frank::cli {
 namespace {
@@ -33,8 +34,9 @@ void run(const LogitsOptions& o) {
   Tensor logits;
   if (o.source.is_v41()) {
     const auto model = o.source.load_v41();
-    engine::V41Runner runner(*model);
-    logits = engine::sequence_logits(runner, model->config().vocab_size, ids, mode);
+    V41Backend backend(*model, o.source);
+    const auto runner = backend.new_runner();
+    logits = engine::sequence_logits(*runner, model->config().vocab_size, ids, mode);
   } else {
     const auto model = o.source.load();
     Backend backend(*model, o.source);

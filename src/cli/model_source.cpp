@@ -55,6 +55,10 @@ void ModelSource::add_options(CLI::App& app) {
   app.add_option("--dump-topk-rows", dump_topk_rows,
                  "write every indexer score row of the run to DIR/topk-rows.bin (CPU backend; for frank_topk_check "
                  "--rows)");
+  app.add_option("--mhc-overlap", mhc_overlap,
+                 "cuda, DeepSeek-V4.1: compute each mHC site's mixing weights on a side stream while the sublayer "
+                 "runs (the same logits; off until an A/B test admits it)")
+      ->capture_default_str();
   app.add_option("--engram-data", engram_data,
                  "DeepSeek-V4.1 with Engram layers: safetensors with engram.token_map and engram.multipliers "
                  "(default: DIR/engram_hash.safetensors)");
@@ -66,12 +70,27 @@ bool ModelSource::is_v41() const {
   return type == "deepseek_v41" || type == "deepseek_v41_text";
 }
 
-std::unique_ptr<engine::V41Model> ModelSource::load_v41() const {
+void ModelSource::check_backend() const {
+#ifdef FRANK_WITH_CUDA
+  if (backend != "cpu" && backend != "cuda")
+    throw Error(fmt::format("unknown backend '{}' (available: cpu, cuda)", backend));
+  if (backend == "cuda") cuda::parse_weight_type(weights_dtype);
+#else
   if (backend != "cpu")
-    throw Error(fmt::format("--backend {}: DeepSeek-V4.1 runs on the CPU reference only for now", backend));
+    throw Error(fmt::format("backend '{}' is not available in this build (available: cpu; the CUDA backend needs a "
+                            "build with -DFRANK_CUDA=ON)",
+                            backend));
+#endif
+}
+
+std::unique_ptr<engine::V41Model> ModelSource::load_v41() const {
+  check_backend();
+  // The V4.1 forward rounds window rows to FP8 itself and keeps them as fp32 on either backend.
   if (engine::parse_kv_format(kv_dtype) != engine::KvFormat::F32)
-    throw Error(fmt::format("--kv-dtype {}: the CPU reference keeps K=V rows in fp32", kv_dtype));
+    throw Error(fmt::format("--kv-dtype {}: DeepSeek-V4.1 keeps its FP8-rounded K=V rows as fp32", kv_dtype));
   if (!dump_topk_rows.empty()) throw Error("--dump-topk-rows: not available for DeepSeek-V4.1 yet");
+  if (!plan.empty() || gpu_memory_budget_gb)
+    throw Error("--plan / --gpu-memory-budget: DeepSeek-V4.1's experts cannot be split between GPU and CPU yet");
   model::LoadedV41Model m = [&] {
     try {
       return model::load_v41_model(model_dir, engram_data);
@@ -88,16 +107,8 @@ std::unique_ptr<engine::V41Model> ModelSource::load_v41() const {
 }
 
 std::unique_ptr<engine::Model> ModelSource::load() const {
-#ifdef FRANK_WITH_CUDA
-  if (backend != "cpu" && backend != "cuda")
-    throw Error(fmt::format("unknown backend '{}' (available: cpu, cuda)", backend));
-  if (backend == "cuda") cuda::parse_weight_type(weights_dtype);
-#else
-  if (backend != "cpu")
-    throw Error(fmt::format("backend '{}' is not available in this build (available: cpu; the CUDA backend needs a "
-                            "build with -DFRANK_CUDA=ON)",
-                            backend));
-#endif
+  check_backend();
+  if (mhc_overlap) throw Error("--mhc-overlap: only DeepSeek-V4.1's single-pass mHC can overlap (give a V4.1 --model)");
   if ((!plan.empty() || gpu_memory_budget_gb) && backend != "cuda")
     throw Error("--plan and --gpu-memory-budget place routed experts between GPU and CPU: they need --backend cuda");
   if (engine::parse_kv_format(kv_dtype) != engine::KvFormat::F32 && backend == "cpu")

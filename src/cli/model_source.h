@@ -28,6 +28,7 @@ struct ModelSource {
   std::string kv_dtype = "fp32";  // how the session stores K=V rows (cuda: fp32 | bf16 | fp8; cpu: fp32 only)
   std::string dump_topk_rows;  // a directory: the indexer's score rows of the run (CPU backend)
   std::string engram_data;     // DeepSeek-V4.1: the Engram token map and multipliers (safetensors)
+  bool mhc_overlap = false;    // cuda, DeepSeek-V4.1: hc_map on a side stream (cuda::SideStream)
   // cuda: routed experts split between GPU memory and CPU RAM (experts/expert_homes.h).
   std::string plan;
   std::optional<double> gpu_memory_budget_gb;
@@ -40,9 +41,11 @@ struct ModelSource {
   std::unique_ptr<engine::Model> load() const;
   // True when --model names a DeepSeek-V4.1 checkpoint (config.json model_type deepseek_v41).
   bool is_v41() const;
-  // Loads it for the CPU reference (the only V4.1 backend so far); prints what the loader skipped.
-  // Throws frank::Error for options V4.1 does not support.
+  // Loads it on the host (V41Backend puts it on the GPU); prints what the loader skipped. Throws
+  // frank::Error for options V4.1 does not support.
   std::unique_ptr<engine::V41Model> load_v41() const;
+  // Throws frank::Error for a --backend (or its --weights-dtype) this build does not have.
+  void check_backend() const;
 };
 
 // Speculative decoding on a fresh session of a backend: the verify target over it and the model's

@@ -8,8 +8,6 @@
 #include "frank/engine/decoder_layer.h"
 
 namespace frank::cuda {
-namespace {
-
 cudaStream_t make_stream() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
@@ -25,8 +23,6 @@ cudaStream_t make_stream() {
   check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
   return s;
 }
-
-}  // namespace
 
 StepGraph::~StepGraph() {
   if (exec != nullptr) cudaGraphExecDestroy(exec);

@@ -23,6 +23,10 @@
 
 namespace frank::cuda {
 
+// The stream a model's calls run on; its memory pool keeps freed stream-ordered memory (every step
+// allocates the same arrays again). frank::Error when no CUDA device is available.
+cudaStream_t make_stream();
+
 // What a call returns besides advancing the session: the logits of the last or of all of its
 // tokens; the residual streams before the hyper-head (what the MTP drafter reads); whether it
 // keeps its compressor projections, so that a rewind can keep a prefix of it (a verify step).

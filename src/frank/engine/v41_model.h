@@ -22,6 +22,9 @@ class V41Model {
   V41Model& operator=(const V41Model&) = delete;
 
   const model::V41Config& config() const { return config_; }
+  const model::V41Weights& weights() const { return weights_; }
+  const model::EngramLayout& engram() const { return engram_; }
+  const V41Ropes& ropes() const { return ropes_; }
   V41Session new_session() const { return V41Session(config_, engram_); }
 
   // Logits [ids.size(), vocab] (or [1, vocab] for Logits::Last) of `ids` at positions

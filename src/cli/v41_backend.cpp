@@ -1,0 +1,39 @@
+#include "v41_backend.h"
+
+#include "frank/core/error.h"
+
+#ifdef FRANK_WITH_CUDA
+#include "frank/cuda/cuda_v41_model.h"
+#endif
+
+namespace frank::cli {
+
+#ifdef FRANK_WITH_CUDA
+struct V41Backend::Gpu {
+  cuda::CudaV41Model model;
+};
+#else
+struct V41Backend::Gpu {};
+#endif
+
+V41Backend::V41Backend(const engine::V41Model& model, const ModelSource& source) : model_(model) {
+  source.check_backend();
+#ifdef FRANK_WITH_CUDA
+  if (source.backend == "cuda") {
+    gpu_.reset(new Gpu{{model, cuda::parse_weight_type(source.weights_dtype)}});  // built in place: not movable
+    gpu_->model.set_mhc_overlap(source.mhc_overlap);
+  }
+#endif
+  if (source.mhc_overlap && !gpu_) throw Error("--mhc-overlap: needs --backend cuda");
+}
+
+V41Backend::~V41Backend() = default;
+
+std::unique_ptr<engine::SessionRunner> V41Backend::new_runner() {
+#ifdef FRANK_WITH_CUDA
+  if (gpu_) return std::make_unique<cuda::CudaV41Runner>(gpu_->model);
+#endif
+  return std::make_unique<engine::V41Runner>(model_);
+}
+
+}  // namespace frank::cli
