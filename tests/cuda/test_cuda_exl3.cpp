@@ -1,5 +1,6 @@
-// The CUDA EXL3 kernels (cuda/exl3_gemv.h) against the CPU reference: decoding bit for bit against
-// ExLlamaV3's golden tiles and cpu::decode; the linear within a derived rounding bound of
+// The CUDA EXL3 kernels (cuda/exl3_gemv.h) against the CPU reference: both decoders (exl3_decode
+// and exl3_linear's, exl3_decode_lanes) bit for bit against ExLlamaV3's golden tiles, and the
+// linear's against cpu::decode on every state; the linear within a derived rounding bound of
 // cpu::linear_rows (it sums in another order) and the same bits on every run, on the golden
 // linears, on random padded matrices at every bit width and codebook, and at DeepSeek-V4.1's
 // expert shapes. Skipped without a GPU, except the check that the bound catches one wrong tile.
@@ -73,6 +74,8 @@ struct OnDevice {
       : trellis(m.trellis), suh(m.suh), svh(m.svh),
         view{trellis.ptr, suh.ptr, svh.ptr, m.rows, m.cols, m.bits, m.codebook} {}
 };
+
+using Decoder = cudaError_t (*)(const Exl3DeviceMatrix&, uint16_t*, cudaStream_t);
 
 // A bound on |y_gpu - y_cpu| for each output [t, r], from the data. Both compute u = H(suh ∘ x)
 // with the same fp32 operations (the same bits) and y_r = svh_r fl(H z)_r with the same operations,
@@ -180,24 +183,44 @@ TEST(CudaExl3, DecodeMatchesGoldenTilesBitForBit) {
   const auto golden = test::Exl3Golden::open("tiles.safetensors");
   ASSERT_TRUE(golden) << "tests/fixtures/exl3/tiles.safetensors is missing";
   size_t compared = 0, differing = 0;
+  for (Decoder decode : {exl3_decode, exl3_decode_lanes})
+    for (int bits = 1; bits <= 8; ++bits)
+      for (Exl3Codebook cb : {Exl3Codebook::ThreeInst, Exl3Codebook::Mcg, Exl3Codebook::Mul1}) {
+        const std::string name = std::string("K").append(std::to_string(bits));
+        const auto& shape = golden->shape(name + ".trellis");  // [2, 8, 16K]: Q [32, 128]
+        // The fixture's Q has 32 inputs; the kernel decodes whole 128-blocks, so the trellis gets
+        // zero tiles up to 128 inputs and the first 32 rows of Q [128, 128] are compared.
+        std::vector<uint16_t> words = golden->u16(name + ".trellis");
+        words.resize(static_cast<size_t>(8 * shape[1] * 16 * bits), 0);
+        DeviceBuffer<uint16_t> trellis(words), q(static_cast<size_t>(128 * 128));
+        const Exl3DeviceMatrix view{trellis.ptr, trellis.ptr, trellis.ptr, shape[1] * 16, 128, bits, cb};
+        ASSERT_EQ(decode(view, q.ptr, nullptr), cudaSuccess);
+        const auto all = q.to_host(128 * 128);
+        const auto want = golden->u16(name + "." + std::string(cpu::exl3_codebook_name(cb)));
+        for (size_t i = 0; i < want.size(); ++i) differing += all[i] != want[i];
+        compared += want.size();
+      }
+  std::cout << "EXL3 decode (both decoders): " << compared << " golden elements, " << differing << " differ\n";
+  EXPECT_EQ(differing, 0u);
+}
+
+// exl3_linear's decoder (exl3_decode_lanes) equals cpu::decode bit for bit at every K and codebook,
+// on random trellises of 2^20 elements: each 16-bit state about 16 times, so all of them with
+// near certainty.
+TEST(CudaExl3, LinearDecoderEqualsCpuDecodeOnEveryState) {
+  REQUIRE_GPU();
+  std::mt19937 rng(13);
   for (int bits = 1; bits <= 8; ++bits)
     for (Exl3Codebook cb : {Exl3Codebook::ThreeInst, Exl3Codebook::Mcg, Exl3Codebook::Mul1}) {
-      const std::string name = std::string("K").append(std::to_string(bits));
-      const auto& shape = golden->shape(name + ".trellis");  // [2, 8, 16K]: Q [32, 128]
-      // The fixture's Q has 32 inputs; the kernel decodes whole 128-blocks, so the trellis gets
-      // zero tiles up to 128 inputs and the first 32 rows of Q [128, 128] are compared.
-      std::vector<uint16_t> words = golden->u16(name + ".trellis");
-      words.resize(static_cast<size_t>(8 * shape[1] * 16 * bits), 0);
-      DeviceBuffer<uint16_t> trellis(words), q(static_cast<size_t>(128 * 128));
-      const Exl3DeviceMatrix view{trellis.ptr, trellis.ptr, trellis.ptr, shape[1] * 16, 128, bits, cb};
-      ASSERT_EQ(exl3_decode(view, q.ptr, nullptr), cudaSuccess);
-      const auto all = q.to_host(128 * 128);
-      const auto want = golden->u16(name + "." + std::string(cpu::exl3_codebook_name(cb)));
-      for (size_t i = 0; i < want.size(); ++i) differing += all[i] != want[i];
-      compared += want.size();
+      const Matrix m = random_matrix(rng, 1024, 1024, bits, cb);
+      OnDevice d(m);
+      DeviceBuffer<uint16_t> q(size_t{1} << 20);
+      ASSERT_EQ(exl3_decode_lanes(d.view, q.ptr, nullptr), cudaSuccess);
+      const std::vector<uint16_t> gpu = q.to_host(size_t{1} << 20), want = cpu::decode(m.host().trellis);
+      size_t differing = 0;
+      for (size_t i = 0; i < want.size(); ++i) differing += gpu[i] != want[i];
+      EXPECT_EQ(differing, 0u) << "K " << bits << " " << cpu::exl3_codebook_name(cb);
     }
-  std::cout << "EXL3 decode: " << compared << " golden elements, " << differing << " differ\n";
-  EXPECT_EQ(differing, 0u);
 }
 
 TEST(CudaExl3, LinearMatchesCpuOnGoldenLinears) {

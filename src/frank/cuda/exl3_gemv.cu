@@ -12,6 +12,7 @@
 // Every sum has a fixed order (no atomics), so a shape gives the same bits on every run. The order
 // is not the CPU reference's, so y differs from cpu::linear_rows by rounding only (the test's bound).
 #include <algorithm>
+#include <type_traits>
 
 #include "frank/cuda/exl3_gemv.h"
 #include "frank/cuda/exl3_tile.cuh"
@@ -75,6 +76,26 @@ __global__ void decode_kernel(Exl3DeviceMatrix w, uint16_t* q) {
   q[index] = __half_as_ushort(__float2half_rn(v));
 }
 
+// One warp per tile, each lane decoding its eight elements as gemv_kernel does (LaneStates).
+template <int K>
+__global__ void decode_lanes_kernel(Exl3DeviceMatrix w, uint16_t* q) {
+  using States = LaneStates<K>;
+  const int64_t rows = padded(w.rows), tiles_n = rows / kTileSide;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (tile >= tiles_n * (padded(w.cols) / kTileSide)) return;
+  const int lane = threadIdx.x % 32;
+  const States states(lane);
+  uint32_t words[States::kWords];
+  states.load(reinterpret_cast<const uint32_t*>(w.trellis) + tile * States::kTileWords, words);
+  float v[8];
+  states.decode(w.codebook, words, v);
+  const int64_t kt = tile / tiles_n, nt = tile % tiles_n;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    q[(kt * kTileSide + States::row(lane, i)) * rows + nt * kTileSide + States::column(lane, i)] =
+        __half_as_ushort(__float2half_rn(v[i]));
+}
+
 // u = H(suh ∘ x_t) over inputs 128 kb .. 128 kb + 127, by one warp (the input half of
 // cpu::linear_rows, the same operations): zero past w.cols, and zero for t >= n so that the
 // padding tokens of the N-token kernel add nothing.
@@ -105,9 +126,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t kb_begin = static_cast<int64_t>(blockIdx.y) * blocks_per_slice;
   const int64_t kb_end = kb_begin + blocks_per_slice < k_blocks ? kb_begin + blocks_per_slice : k_blocks;
   const States states(lane);
-  const int row0 = 2 * (lane % 4);  // the lane's rows: row0, row0 + 1, row0 + 8, row0 + 9
+  const int row0 = States::row(lane, 0);  // the lane's rows (States::row): row0, row0 + 1, row0 + 8, row0 + 9
   const auto* trellis = reinterpret_cast<const uint32_t*>(w.trellis);
-  float acc[N][2];  // columns lane / 4 and lane / 4 + 8 of output tile nt
+  float acc[N][2];  // columns lane / 4 and lane / 4 + 8 of output tile nt (States::column)
 #pragma unroll
   for (int t = 0; t < N; ++t) acc[t][0] = acc[t][1] = 0.0f;
   for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
@@ -200,17 +221,18 @@ cudaError_t launch_gemv_tokens(const Exl3DeviceMatrix& w, const float* x, int n,
   return launch_gemv<K, kMaxTokens>(w, x, n, per_slice, slices, partial, stream);
 }
 
-cudaError_t launch_gemv_bits(const Exl3DeviceMatrix& w, const float* x, int n, int64_t per_slice, int64_t slices,
-                             float* partial, cudaStream_t stream) {
-  switch (w.bits) {
-    case 1: return launch_gemv_tokens<1>(w, x, n, per_slice, slices, partial, stream);
-    case 2: return launch_gemv_tokens<2>(w, x, n, per_slice, slices, partial, stream);
-    case 3: return launch_gemv_tokens<3>(w, x, n, per_slice, slices, partial, stream);
-    case 4: return launch_gemv_tokens<4>(w, x, n, per_slice, slices, partial, stream);
-    case 5: return launch_gemv_tokens<5>(w, x, n, per_slice, slices, partial, stream);
-    case 6: return launch_gemv_tokens<6>(w, x, n, per_slice, slices, partial, stream);
-    case 7: return launch_gemv_tokens<7>(w, x, n, per_slice, slices, partial, stream);
-    default: return launch_gemv_tokens<8>(w, x, n, per_slice, slices, partial, stream);
+// f(std::integral_constant<int, K>{}) for K = bits (1..8): the kernels take K as a template parameter.
+template <typename F>
+cudaError_t with_bits(int bits, const F& f) {
+  switch (bits) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    default: return f(std::integral_constant<int, 8>{});
   }
 }
 
@@ -227,13 +249,26 @@ cudaError_t exl3_decode(const Exl3DeviceMatrix& w, uint16_t* q, cudaStream_t str
   return cudaGetLastError();
 }
 
+cudaError_t exl3_decode_lanes(const Exl3DeviceMatrix& w, uint16_t* q, cudaStream_t stream) {
+  if (!valid(w) || q == nullptr) return cudaErrorInvalidValue;
+  const int64_t tiles = w.padded_rows() / kTileSide * (w.padded_cols() / kTileSide);
+  return with_bits(w.bits, [&](auto bits) {
+    decode_lanes_kernel<decltype(bits)::value>
+        <<<static_cast<unsigned>((tiles + kWarps - 1) / kWarps), kThreads, 0, stream>>>(w, q);
+    return cudaGetLastError();
+  });
+}
+
 cudaError_t exl3_linear(const Exl3DeviceMatrix& w, const float* x, int n, float* scratch, float* y,
                         cudaStream_t stream) {
   if (!valid(w) || n < 1 || n > kMaxTokens || x == nullptr || scratch == nullptr || y == nullptr)
     return cudaErrorInvalidValue;
   const int64_t per_slice = blocks_per_slice(w);
   const int64_t slices = (w.padded_cols() / kBlock + per_slice - 1) / per_slice;
-  if (const cudaError_t e = launch_gemv_bits(w, x, n, per_slice, slices, scratch, stream)) return e;
+  const auto gemv = [&](auto bits) {
+    return launch_gemv_tokens<decltype(bits)::value>(w, x, n, per_slice, slices, scratch, stream);
+  };
+  if (const cudaError_t e = with_bits(w.bits, gemv)) return e;
   return launch_dependent(output_kernel, dim3(static_cast<unsigned>(w.padded_rows() / kBlock)), dim3(32 * n), 0,
                           stream, w, static_cast<const float*>(scratch), static_cast<int>(slices), n, y);
 }

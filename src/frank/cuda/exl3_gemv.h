@@ -30,6 +30,9 @@ struct Exl3DeviceMatrix {
 
 // q [padded_cols, padded_rows] = the decoded trellis as fp16 bits (cpu::decode).
 cudaError_t exl3_decode(const Exl3DeviceMatrix& w, uint16_t* q, cudaStream_t stream);
+// The same Q by exl3_linear's decoder (each warp lane its eight elements of a tile, in bitstream
+// order), so that the tests hold that decoder to exl3_decode bit for bit.
+cudaError_t exl3_decode_lanes(const Exl3DeviceMatrix& w, uint16_t* q, cudaStream_t stream);
 
 // Floats of scratch exl3_linear needs for n tokens (the k slices' partial sums; at most
 // padded_cols / 128 slices of n * padded_rows).

@@ -66,6 +66,10 @@ struct LaneStates {
   int first;       // s / 32
   unsigned shift;  // s mod 32
 
+  // Where the lane's element i sits in the tile.
+  __device__ static int row(int lane, int i) { return 2 * (lane % 4) + i % 2 + 8 * ((i % 4) / 2); }
+  __device__ static int column(int lane, int i) { return lane / 4 + 8 * (i / 4); }
+
   __device__ explicit LaneStates(int lane) {
     const int start = ((8 * lane + 1) * K - 16 + 256 * K) % (256 * K);
     first = start / 32;
