@@ -1,13 +1,15 @@
 #pragma once
 // Decoding EXL3 trellis tiles on the device (cpu/quant/exl3_trellis.h, exl3_codebook.h): a state
-// per element, then its codebook value. Two readers of one tile layout: position_state, any element
-// by its (row, column) (the decode kernel), and LaneStates, the eight elements a warp lane owns in
-// the bitstream's own order (the GEMV). Both give the states of exl3_tile_states bit for bit.
+// per element, then its codebook value. Two decoders of one tile layout: position_state and
+// codebook_value, any element by its (row, column) (exl3_decode), and LaneStates with
+// fast_codebook_value, the eight elements a warp lane owns in the bitstream's own order
+// (exl3_linear). Both give exactly cpu::decode's values.
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "frank/core/linear_weight.h"
+#include "frank/cpu/quant/exl3_codebook.h"
 
 namespace frank::cuda::exl3 {
 
@@ -49,6 +51,24 @@ __device__ __forceinline__ float codebook_value(Exl3Codebook codebook, uint32_t 
     exact = __fadd_rn(half_bits(y & 0xFFFFu), half_bits(y >> 16));
   }
   return __half2float(__float2half_rn(exact));
+}
+
+// codebook_value in fewer instructions, for exl3_linear's decoder; the same value for every state
+// (the tests compare that decoder with cpu::decode on all of them). 3INST and MCG: one fp16 add of
+// the two halves rounds their exact sum once to fp16, as codebook_value's fp32 add (exact: the
+// halves are +-[0.125, 2), exl3_codebook.cpp) and rounding do. MUL1: the byte sum by one dp4a
+// (integer, exact), then codebook_value's float operations.
+__device__ __forceinline__ float fast_codebook_value(Exl3Codebook codebook, uint32_t x) {
+  if (codebook == Exl3Codebook::Mul1) {
+    const uint32_t sum = __dp4a(x * cpu::kExl3Mul1Multiplier, 0x01010101u, 0u);
+    const float exact = __fadd_rn(__fmul_rn(static_cast<float>(1024u + sum), cpu::kExl3Mul1Inv), cpu::kExl3Mul1Bias);
+    return __half2float(__float2half_rn(exact));
+  }
+  uint32_t y = codebook == Exl3Codebook::Mcg ? x * cpu::kExl3McgMultiplier
+                                             : x * cpu::kExl3ThreeInstMultiplier + cpu::kExl3ThreeInstIncrement;
+  y = (y & 0x8FFF8FFFu) ^ 0x3B603B60u;
+  return __half2float(__hadd(__ushort_as_half(static_cast<unsigned short>(y & 0xFFFFu)),
+                             __ushort_as_half(static_cast<unsigned short>(y >> 16))));
 }
 
 // Lane l of a warp owns bitstream elements 8l .. 8l + 7 of a tile (the mma B-fragment order,
@@ -99,13 +119,13 @@ struct LaneStates {
     }
     if (codebook == Exl3Codebook::Mul1) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) q[i] = codebook_value(Exl3Codebook::Mul1, state[i]);
+      for (int i = 0; i < 8; ++i) q[i] = fast_codebook_value(Exl3Codebook::Mul1, state[i]);
     } else if (codebook == Exl3Codebook::Mcg) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) q[i] = codebook_value(Exl3Codebook::Mcg, state[i]);
+      for (int i = 0; i < 8; ++i) q[i] = fast_codebook_value(Exl3Codebook::Mcg, state[i]);
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) q[i] = codebook_value(Exl3Codebook::ThreeInst, state[i]);
+      for (int i = 0; i < 8; ++i) q[i] = fast_codebook_value(Exl3Codebook::ThreeInst, state[i]);
     }
   }
 };
