@@ -1,13 +1,19 @@
 // frank_linear_bench: cuda::linear's time and read bandwidth per weight type (bf16, FP8 in 128- and
 // 32-blocks, FP4) at DeepSeek-V4-Flash's dense shapes and n = 1, 2, 4, 8 tokens, against the read
 // bandwidth measured in the same run: how close the FP8 / FP4 GEMVs come to streaming their
-// (2-4x smaller) weights at the memory's speed. Results go to stdout as a markdown table.
+// (2-4x smaller) weights at the memory's speed. Then the EXL3 GEMV (cuda::exl3_linear) at
+// DeepSeek-V4.1's expert shapes (gate/up [2304, 5120], down [5120, 2304]) for K = 2, 3, 4 bits, two
+// codebooks (3INST and MUL1, the cheapest and the dearest to decode) and the same n, beside FP4 at
+// the same shape. Results go to stdout as markdown tables.
 //   frank_linear_bench     (needs a GPU; exit 2 without one)
 //
-// Timing: 8 warm-up calls, then 200 calls timed by events as one span; each call reads another of
-// enough copies of the weight (>= 512 MB in all) that none is still in L2 (50 MB on an H200) when
-// it is read again. The weights hold one repeated byte (0x3a: finite in every format; the kernels'
-// speed does not depend on the values). Bytes = the weight's buffer (values and scales).
+// Timing: 8 warm-up calls, then 200 back-to-back calls with an event after each; the median of the
+// 200 intervals (launch gaps count). Each call reads another of enough copies of the weight (>= 512
+// MB in all) that none is still in L2 (50 MB on an H200) when it is read again. The weights hold
+// one repeated byte (0x3a: finite in every format; the kernels' speed does not depend on the
+// values). Bytes = the weight's buffer (values and scales); for EXL3 the trellis only (suh and svh,
+// 2 bytes per input and output, are shared by the copies).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -15,7 +21,9 @@
 #include <cuda_runtime.h>
 
 #include "cuda_util.h"
+#include "frank/cpu/quant/exl3_codebook.h"
 #include "frank/cuda/decode_bench.h"
+#include "frank/cuda/exl3_gemv.h"
 #include "frank/cuda/ops.cuh"
 
 namespace {
@@ -26,34 +34,70 @@ using frank_test::DeviceBuffer;
 constexpr int kWarmup = 8, kTimed = 200;
 constexpr int64_t kMinBytes = int64_t{512} << 20;
 
-// Microseconds per call of y = W x for n tokens, W [out, in] of type t.
-double time_linear(cuda::WeightType t, int64_t out, int64_t in, int n, cudaStream_t stream) {
-  const int64_t bytes = cuda::weight_bytes(t, out, in);
+// Median microseconds per call of `call(weight)`, each call on another of enough copies of a
+// `bytes`-byte weight.
+template <typename Call>
+double time_calls(int64_t bytes, const Call& call, cudaStream_t stream) {
   const int64_t copies = (kMinBytes + bytes - 1) / bytes;
   std::vector<void*> weights(static_cast<size_t>(copies));
   for (void*& w : weights) {
     CUDA_OK(cudaMalloc(&w, static_cast<size_t>(bytes)));
     CUDA_OK(cudaMemset(w, 0x3a, static_cast<size_t>(bytes)));
   }
+  const auto call_copy = [&](int i) { CUDA_OK(call(weights[static_cast<size_t>(i % copies)])); };
+  for (int i = 0; i < kWarmup; ++i) call_copy(i);
+  std::vector<cudaEvent_t> events(kTimed + 1);
+  for (cudaEvent_t& e : events) CUDA_OK(cudaEventCreate(&e));
+  CUDA_OK(cudaEventRecord(events[0], stream));
+  for (int i = 0; i < kTimed; ++i) {
+    call_copy(kWarmup + i);
+    CUDA_OK(cudaEventRecord(events[static_cast<size_t>(i + 1)], stream));
+  }
+  CUDA_OK(cudaEventSynchronize(events.back()));
+  std::vector<float> ms(kTimed);
+  for (int i = 0; i < kTimed; ++i)
+    CUDA_OK(cudaEventElapsedTime(&ms[static_cast<size_t>(i)], events[static_cast<size_t>(i)],
+                                 events[static_cast<size_t>(i + 1)]));
+  for (cudaEvent_t e : events) CUDA_OK(cudaEventDestroy(e));
+  std::nth_element(ms.begin(), ms.begin() + kTimed / 2, ms.end());
+  for (void* w : weights) CUDA_OK(cudaFree(w));
+  return ms[kTimed / 2] * 1e3;
+}
+
+// Microseconds per call of y = W x for n tokens, W [out, in] of type t.
+double time_linear(cuda::WeightType t, int64_t out, int64_t in, int n, cudaStream_t stream) {
   DeviceBuffer<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out));
   CUDA_OK(cudaMemset(x.get(), 0, x.size() * sizeof(float)));
-  const auto call = [&](int i) {
-    CUDA_OK(cuda::linear(x.get(), in, n, weights[static_cast<size_t>(i % copies)], t, out, in, y.get(), out, stream));
-  };
-  for (int i = 0; i < kWarmup; ++i) call(i);
-  cudaEvent_t begin, end;
-  CUDA_OK(cudaEventCreate(&begin));
-  CUDA_OK(cudaEventCreate(&end));
-  CUDA_OK(cudaEventRecord(begin, stream));
-  for (int i = 0; i < kTimed; ++i) call(kWarmup + i);
-  CUDA_OK(cudaEventRecord(end, stream));
-  CUDA_OK(cudaEventSynchronize(end));
-  float ms = 0;
-  CUDA_OK(cudaEventElapsedTime(&ms, begin, end));
-  CUDA_OK(cudaEventDestroy(begin));
-  CUDA_OK(cudaEventDestroy(end));
-  for (void* w : weights) CUDA_OK(cudaFree(w));
-  return ms * 1e3 / kTimed;
+  return time_calls(
+      cuda::weight_bytes(t, out, in),
+      [&](const void* w) { return cuda::linear(x.get(), in, n, w, t, out, in, y.get(), out, stream); }, stream);
+}
+
+// Bytes of an EXL3 trellis of K bits for W [out, in] (both multiples of 128 here).
+int64_t trellis_bytes(int64_t out, int64_t in, int bits) { return out * in * bits / 8; }
+
+// Microseconds per cuda::exl3_linear call for n tokens, W [out, in] of K bits.
+double time_exl3(int64_t out, int64_t in, int bits, frank::Exl3Codebook codebook, int n, cudaStream_t stream) {
+  DeviceBuffer<uint16_t> suh(static_cast<size_t>(in)), svh(static_cast<size_t>(out));
+  CUDA_OK(cudaMemset(suh.get(), 0x3a, suh.size() * sizeof(uint16_t)));
+  CUDA_OK(cudaMemset(svh.get(), 0x3a, svh.size() * sizeof(uint16_t)));
+  cuda::Exl3DeviceMatrix view{nullptr, suh.get(), svh.get(), out, in, bits, codebook};
+  DeviceBuffer<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out)),
+      scratch(static_cast<size_t>(cuda::exl3_linear_scratch_floats(view, n)));
+  CUDA_OK(cudaMemset(x.get(), 0, x.size() * sizeof(float)));
+  return time_calls(
+      trellis_bytes(out, in, bits),
+      [&](const void* w) {
+        view.trellis = static_cast<const uint16_t*>(w);
+        return cuda::exl3_linear(view, x.get(), n, scratch.get(), y.get(), stream);
+      },
+      stream);
+}
+
+// The row of one weight's result: time, bytes, rate and its share of the measured bandwidth.
+void print_rate(double us, double bytes, double bandwidth) {
+  const double rate = bytes / (us * 1e-6);
+  std::printf(" %.1f | %.2f | %.0f | %.0f%% |", us, bytes / 1e6, rate / 1e9, 100.0 * rate / bandwidth);
 }
 
 }  // namespace
@@ -79,13 +123,31 @@ int main() {
     for (cuda::WeightType t : {cuda::WeightType::BF16, cuda::WeightType::Fp8Block128, cuda::WeightType::Fp8Block32,
                                cuda::WeightType::Fp4})
       for (int n : {1, 2, 4, 8}) {
-        const double us = time_linear(t, s[0], s[1], n, stream);
-        const double bytes = static_cast<double>(cuda::weight_bytes(t, s[0], s[1]));
-        const double rate = bytes / (us * 1e-6);
-        std::printf("| %lldx%lld | %s | %d | %.1f | %.2f | %.0f | %.0f%% |\n", static_cast<long long>(s[0]),
-                    static_cast<long long>(s[1]), cuda::weight_type_name(t), n, us, bytes / 1e6, rate / 1e9,
-                    100.0 * rate / bandwidth);
+        std::printf("| %lldx%lld | %s | %d |", static_cast<long long>(s[0]), static_cast<long long>(s[1]),
+                    cuda::weight_type_name(t), n);
+        print_rate(time_linear(t, s[0], s[1], n, stream), static_cast<double>(cuda::weight_bytes(t, s[0], s[1])),
+                   bandwidth);
+        std::printf("\n");
       }
+  // V4.1 (hidden 5120, expert intermediate 2304): gate/up and down. EXL3 bytes = the trellis.
+  std::printf("\n# cuda::exl3_linear at V4.1 expert shapes, beside FP4 (MXFP4) at the same shape\n\n");
+  std::printf("| out x in | codebook | K | n | us | trellis MB | GB/s | of measured | FP4 us | FP4 MB | FP4 GB/s | FP4 "
+              "of measured |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  const int64_t expert_shapes[][2] = {{2304, 5120}, {5120, 2304}};
+  for (const auto& s : expert_shapes)
+    for (int n : {1, 2, 4, 8}) {
+      const double fp4_us = time_linear(cuda::WeightType::Fp4, s[0], s[1], n, stream);
+      const auto fp4_bytes = static_cast<double>(cuda::weight_bytes(cuda::WeightType::Fp4, s[0], s[1]));
+      for (frank::Exl3Codebook codebook : {frank::Exl3Codebook::ThreeInst, frank::Exl3Codebook::Mul1})
+        for (int bits : {2, 3, 4}) {
+          std::printf("| %lldx%lld | %s | %d | %d |", static_cast<long long>(s[0]), static_cast<long long>(s[1]),
+                      std::string(frank::cpu::exl3_codebook_name(codebook)).c_str(), bits, n);
+          print_rate(time_exl3(s[0], s[1], bits, codebook, n, stream),
+                     static_cast<double>(trellis_bytes(s[0], s[1], bits)), bandwidth);
+          print_rate(fp4_us, fp4_bytes, bandwidth);
+          std::printf("\n");
+        }
+    }
   CUDA_OK(cudaStreamDestroy(stream));
   return 0;
 }

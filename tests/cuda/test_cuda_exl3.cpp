@@ -1,20 +1,27 @@
-// The CUDA EXL3 kernels (cuda/exl3_gemv.h) against the CPU reference: decoding bit for bit against
-// ExLlamaV3's golden tiles and cpu::decode, and the linear bit for bit against cpu::linear_rows
-// (the kernels do the same fp32 operations in the same order), on the golden linears and on
-// random padded matrices at every bit width and codebook. Skipped without a GPU. Also prints the
-// time and bandwidth of one DeepSeek-V4.1 expert-shaped GEMV (gate: 2304 x 5120 at K = 3).
+// The CUDA EXL3 kernels (cuda/exl3_gemv.h) against the CPU reference: both decoders (exl3_decode
+// and exl3_linear's, exl3_decode_lanes) bit for bit against ExLlamaV3's golden tiles, and the
+// linear's against cpu::decode on every state; the linear within a derived rounding bound of
+// cpu::linear_rows (it sums in another order) and the same bits on every run, on the golden
+// linears, on random padded matrices at every bit width and codebook, and at DeepSeek-V4.1's
+// expert shapes. Skipped without a GPU, except the check that the bound catches one wrong tile.
+// Also prints the time and bandwidth of one V4.1 expert-shaped GEMV (gate: 2304 x 5120 at K = 3);
+// frank_linear_bench has the full table.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/cuda_forward_util.h"
 #include "frank/core/dtype.h"
 #include "frank/cpu/quant/exl3_gemv.h"
+#include "frank/cpu/quant/hadamard.h"
 #include "frank/cuda/exl3_gemv.h"
 #include "unit/exl3_test_util.h"
 
@@ -68,23 +75,107 @@ struct OnDevice {
         view{trellis.ptr, suh.ptr, svh.ptr, m.rows, m.cols, m.bits, m.codebook} {}
 };
 
-// GPU linear == CPU linear, bit for bit; returns the number of differing outputs.
+using Decoder = cudaError_t (*)(const Exl3DeviceMatrix&, uint16_t*, cudaStream_t);
+
+// A bound on |y_gpu - y_cpu| for each output [t, r], from the data. Both compute u = H(suh ∘ x)
+// with the same fp32 operations (the same bits) and y_r = svh_r fl(H z)_r with the same operations,
+// but z_c = sum_i q_ic u_i over the k = padded_cols inputs in different orders (the CPU tile by
+// tile with separate products, the GPU split over lanes and slices with fma). In either, each
+// product passes through at most k roundings of relative size <= eps = 2^-24 (CPU: its product, <= 15
+// tile adds, k/16 accumulator adds; GPU: its fma, <= k/4 later fma in its lane, 2 lane adds, <=
+// k/128 slice adds), so |fl(z_c) - z_c| <= γ_k S_c with S_c = sum_i |q_ic u_i| and γ_m = m eps /
+// (1 - m eps) (Higham, Accuracy and Stability of Numerical Algorithms, §3.1, §4.2), and |fl(z_c)|
+// <= (1 + γ_k) S_c. (H z)_r = sum_c ±s z_c over the 128 columns of r's block, s = 0.088388347648
+// (the scale both use); each term gets 7 butterfly roundings, the scale's and svh's: 9 more. So
+// each side is within |svh_r| s sum_c (γ_k + γ_9 + γ_k γ_9) S_c <= |svh_r| s γ_{k+9} sum_c S_c of
+// the exact value, and the two sides within twice that: c = 2 and k + 9 in place of k in c k eps.
+// (The sums are over q u, not w x: the GEMV sums in the Hadamard-rotated basis.)
+std::vector<double> rounding_bound(const Matrix& m, const std::vector<float>& x, int n) {
+  const int64_t rows = cpu::exl3_padded(m.rows), cols = cpu::exl3_padded(m.cols);
+  const std::vector<uint16_t> q = cpu::decode(m.host().trellis);  // [cols, rows]
+  std::vector<float> abs_q(q.size());
+  for (size_t i = 0; i < q.size(); ++i) abs_q[i] = std::abs(f16_to_f32(q[i]));
+  const double eps = std::ldexp(1.0, -24), gamma = (cols + 9) * eps / (1 - (cols + 9) * eps);
+  const double scale = 0.088388347648;
+  std::vector<double> bound(static_cast<size_t>(n * m.rows));
+  std::vector<float> u(static_cast<size_t>(cols));
+  std::vector<double> magnitude(static_cast<size_t>(rows));  // S_c
+  for (int t = 0; t < n; ++t) {
+    std::fill(u.begin(), u.end(), 0.0f);
+    for (int64_t i = 0; i < m.cols; ++i) u[i] = x[t * m.cols + i] * f16_to_f32(m.suh[i]);  // cpu::linear_rows
+    cpu::hadamard128_blocks(u.data(), cols);
+    std::fill(magnitude.begin(), magnitude.end(), 0.0);
+    for (int64_t i = 0; i < cols; ++i)
+      for (int64_t c = 0; c < rows; ++c) magnitude[c] += abs_q[i * rows + c] * std::abs(static_cast<double>(u[i]));
+    for (int64_t block = 0; block < rows / 128; ++block) {
+      double block_sum = 0;
+      for (int64_t c = 128 * block; c < 128 * (block + 1); ++c) block_sum += magnitude[c];
+      for (int64_t r = 128 * block; r < std::min(m.rows, 128 * (block + 1)); ++r)
+        bound[t * m.rows + r] = 2 * gamma * std::abs(f16_to_f32(m.svh[r])) * scale * block_sum;
+    }
+  }
+  return bound;
+}
+
+// Outputs of `y` farther than the bound from `want`; prints the worst |y - want| / bound.
+size_t outside_bound(const std::vector<float>& y, const std::vector<float>& want, const std::vector<double>& bound) {
+  size_t outside = 0;
+  double worst = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double error = std::abs(static_cast<double>(y[i]) - want[i]);
+    outside += !(error <= bound[i]);  // NaN counts as outside
+    worst = std::max(worst, error / bound[i]);
+  }
+  std::cout << "  worst |y - cpu| / bound " << worst << (outside ? ", " + std::to_string(outside) + " outside" : "")
+            << "\n";
+  return outside;
+}
+
+std::vector<float> cpu_linear(const Matrix& m, const std::vector<float>& x, int n) {
+  std::vector<float> y(static_cast<size_t>(n * m.rows));
+  cpu::linear_rows(cpu::CpuKernels::Scalar, x.data(), n, m.host(), y.data(), 0, m.rows);
+  return y;
+}
+
+// The GPU linear within rounding_bound of the CPU's, and the same bits on a second run; returns the
+// number of outputs that fail either.
 size_t linear_mismatches(const Matrix& m, const std::vector<float>& x, int n) {
   OnDevice d(m);
-  DeviceBuffer<float> dx(x), du(static_cast<size_t>(n * cpu::exl3_padded(m.cols))),
+  DeviceBuffer<float> dx(x), scratch(static_cast<size_t>(exl3_linear_scratch_floats(d.view, n))),
       dy(static_cast<size_t>(n * m.rows));
-  EXPECT_EQ(exl3_linear(d.view, dx.ptr, n, du.ptr, dy.ptr, nullptr), cudaSuccess);
-  const std::vector<float> gpu = dy.to_host(static_cast<size_t>(n * m.rows));
-  std::vector<float> cpu_y(gpu.size());
-  cpu::linear_rows(cpu::CpuKernels::Scalar, x.data(), n, m.host(), cpu_y.data(), 0, m.rows);
-  size_t differing = 0;
-  double worst = 0;
-  for (size_t i = 0; i < gpu.size(); ++i) {
-    differing += std::memcmp(&gpu[i], &cpu_y[i], sizeof(float)) != 0;
-    worst = std::max(worst, std::abs(static_cast<double>(gpu[i]) - cpu_y[i]));
+  const auto run = [&] {
+    EXPECT_EQ(exl3_linear(d.view, dx.ptr, n, scratch.ptr, dy.ptr, nullptr), cudaSuccess);
+    return dy.to_host(static_cast<size_t>(n * m.rows));
+  };
+  const std::vector<float> gpu = run(), again = run();
+  size_t unrepeated = 0;
+  for (size_t i = 0; i < gpu.size(); ++i) unrepeated += std::memcmp(&gpu[i], &again[i], sizeof(float)) != 0;
+  if (unrepeated != 0) std::cout << "  " << unrepeated << " outputs changed between two runs\n";
+  return unrepeated + outside_bound(gpu, cpu_linear(m, x, n), rounding_bound(m, x, n));
+}
+
+std::vector<float> normal_input(std::mt19937& rng, const Matrix& m, int n) {
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<size_t>(n * m.cols));
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+// The bound has teeth: one tile with every stream bit inverted (every weight of one 16x16 tile
+// wrong, as a misread tile or a wrong lane's states would make) puts outputs outside it. (A single
+// wrong weight can stay inside: its error, about s |u_i|, is below the worst case of k roundings
+// at these sizes.) Host only: the CPU linear of the changed matrix against that of the original.
+TEST(CudaExl3, RoundingBoundCatchesOneWrongTile) {
+  std::mt19937 rng(11);
+  for (int bits : {2, 3, 4}) {
+    const Matrix m = random_matrix(rng, 256, 512, bits, Exl3Codebook::ThreeInst);
+    Matrix wrong = m;
+    const size_t tile_words = static_cast<size_t>(16 * bits), tile = wrong.trellis.size() / tile_words / 3;
+    for (size_t j = tile * tile_words; j < (tile + 1) * tile_words; ++j) wrong.trellis[j] ^= 0xFFFFu;
+    const std::vector<float> x = normal_input(rng, m, 2);
+    EXPECT_GT(outside_bound(cpu_linear(wrong, x, 2), cpu_linear(m, x, 2), rounding_bound(m, x, 2)), 0u)
+        << "K " << bits;
   }
-  if (differing != 0) std::cout << "  " << differing << " outputs differ, max |gpu - cpu| " << worst << "\n";
-  return differing;
 }
 
 TEST(CudaExl3, DecodeMatchesGoldenTilesBitForBit) {
@@ -92,27 +183,47 @@ TEST(CudaExl3, DecodeMatchesGoldenTilesBitForBit) {
   const auto golden = test::Exl3Golden::open("tiles.safetensors");
   ASSERT_TRUE(golden) << "tests/fixtures/exl3/tiles.safetensors is missing";
   size_t compared = 0, differing = 0;
-  for (int bits = 1; bits <= 8; ++bits)
-    for (Exl3Codebook cb : {Exl3Codebook::ThreeInst, Exl3Codebook::Mcg, Exl3Codebook::Mul1}) {
-      const std::string name = std::string("K").append(std::to_string(bits));
-      const auto& shape = golden->shape(name + ".trellis");  // [2, 8, 16K]: Q [32, 128]
-      // The fixture's Q has 32 inputs; the kernel decodes whole 128-blocks, so the trellis gets
-      // zero tiles up to 128 inputs and the first 32 rows of Q [128, 128] are compared.
-      std::vector<uint16_t> words = golden->u16(name + ".trellis");
-      words.resize(static_cast<size_t>(8 * shape[1] * 16 * bits), 0);
-      DeviceBuffer<uint16_t> trellis(words), q(static_cast<size_t>(128 * 128));
-      const Exl3DeviceMatrix view{trellis.ptr, trellis.ptr, trellis.ptr, shape[1] * 16, 128, bits, cb};
-      ASSERT_EQ(exl3_decode(view, q.ptr, nullptr), cudaSuccess);
-      const auto all = q.to_host(128 * 128);
-      const auto want = golden->u16(name + "." + std::string(cpu::exl3_codebook_name(cb)));
-      for (size_t i = 0; i < want.size(); ++i) differing += all[i] != want[i];
-      compared += want.size();
-    }
-  std::cout << "EXL3 decode: " << compared << " golden elements, " << differing << " differ\n";
+  for (Decoder decode : {exl3_decode, exl3_decode_lanes})
+    for (int bits = 1; bits <= 8; ++bits)
+      for (Exl3Codebook cb : {Exl3Codebook::ThreeInst, Exl3Codebook::Mcg, Exl3Codebook::Mul1}) {
+        const std::string name = std::string("K").append(std::to_string(bits));
+        const auto& shape = golden->shape(name + ".trellis");  // [2, 8, 16K]: Q [32, 128]
+        // The fixture's Q has 32 inputs; the kernel decodes whole 128-blocks, so the trellis gets
+        // zero tiles up to 128 inputs and the first 32 rows of Q [128, 128] are compared.
+        std::vector<uint16_t> words = golden->u16(name + ".trellis");
+        words.resize(static_cast<size_t>(8 * shape[1] * 16 * bits), 0);
+        DeviceBuffer<uint16_t> trellis(words), q(static_cast<size_t>(128 * 128));
+        const Exl3DeviceMatrix view{trellis.ptr, trellis.ptr, trellis.ptr, shape[1] * 16, 128, bits, cb};
+        ASSERT_EQ(decode(view, q.ptr, nullptr), cudaSuccess);
+        const auto all = q.to_host(128 * 128);
+        const auto want = golden->u16(name + "." + std::string(cpu::exl3_codebook_name(cb)));
+        for (size_t i = 0; i < want.size(); ++i) differing += all[i] != want[i];
+        compared += want.size();
+      }
+  std::cout << "EXL3 decode (both decoders): " << compared << " golden elements, " << differing << " differ\n";
   EXPECT_EQ(differing, 0u);
 }
 
-TEST(CudaExl3, LinearEqualsCpuOnGoldenLinears) {
+// exl3_linear's decoder (exl3_decode_lanes) equals cpu::decode bit for bit at every K and codebook,
+// on random trellises of 2^20 elements: each 16-bit state about 16 times, so all of them with
+// near certainty.
+TEST(CudaExl3, LinearDecoderEqualsCpuDecodeOnEveryState) {
+  REQUIRE_GPU();
+  std::mt19937 rng(13);
+  for (int bits = 1; bits <= 8; ++bits)
+    for (Exl3Codebook cb : {Exl3Codebook::ThreeInst, Exl3Codebook::Mcg, Exl3Codebook::Mul1}) {
+      const Matrix m = random_matrix(rng, 1024, 1024, bits, cb);
+      OnDevice d(m);
+      DeviceBuffer<uint16_t> q(size_t{1} << 20);
+      ASSERT_EQ(exl3_decode_lanes(d.view, q.ptr, nullptr), cudaSuccess);
+      const std::vector<uint16_t> gpu = q.to_host(size_t{1} << 20), want = cpu::decode(m.host().trellis);
+      size_t differing = 0;
+      for (size_t i = 0; i < want.size(); ++i) differing += gpu[i] != want[i];
+      EXPECT_EQ(differing, 0u) << "K " << bits << " " << cpu::exl3_codebook_name(cb);
+    }
+}
+
+TEST(CudaExl3, LinearMatchesCpuOnGoldenLinears) {
   REQUIRE_GPU();
   const auto golden = test::Exl3Golden::open("linears.safetensors");
   ASSERT_TRUE(golden);
@@ -131,18 +242,30 @@ TEST(CudaExl3, LinearEqualsCpuOnGoldenLinears) {
   }
 }
 
-TEST(CudaExl3, LinearEqualsCpuOnRandomPaddedMatrices) {
+TEST(CudaExl3, LinearMatchesCpuOnRandomPaddedMatrices) {
   REQUIRE_GPU();
   std::mt19937 rng(9);
-  std::normal_distribution<float> normal;
   for (int bits = 1; bits <= 8; ++bits)
     for (Exl3Codebook cb : {Exl3Codebook::ThreeInst, Exl3Codebook::Mcg, Exl3Codebook::Mul1}) {
       const Matrix m = random_matrix(rng, 300, 200, bits, cb);  // padded to [384, 256]
-      for (int n : {1, 3, 8}) {
-        std::vector<float> x(static_cast<size_t>(n * m.cols));
-        for (auto& v : x) v = normal(rng);
-        EXPECT_EQ(linear_mismatches(m, x, n), 0u) << "K " << bits << " " << cpu::exl3_codebook_name(cb) << " n " << n;
-      }
+      for (int n : {1, 2, 3, 8})
+        EXPECT_EQ(linear_mismatches(m, normal_input(rng, m, n), n), 0u)
+            << "K " << bits << " " << cpu::exl3_codebook_name(cb) << " n " << n;
+    }
+}
+
+// DeepSeek-V4.1's expert shapes (gate/up [2304, 5120], down [5120, 2304]): k split into slices of
+// several 128-blocks, as the real GEMVs are.
+TEST(CudaExl3, LinearMatchesCpuAtExpertShapes) {
+  REQUIRE_GPU();
+  std::mt19937 rng(12);
+  const int64_t shapes[][2] = {{2304, 5120}, {5120, 2304}};
+  for (const auto& shape : shapes)
+    for (int bits : {2, 3, 4}) {
+      const Matrix m = random_matrix(rng, shape[0], shape[1], bits, Exl3Codebook::Mul1);
+      for (int n : {1, 5})
+        EXPECT_EQ(linear_mismatches(m, normal_input(rng, m, n), n), 0u)
+            << shape[0] << "x" << shape[1] << " K " << bits << " n " << n;
     }
 }
 
@@ -153,16 +276,16 @@ TEST(CudaExl3, ExpertShapedGemvTiming) {
   const Matrix m = random_matrix(rng, 2304, 5120, 3, Exl3Codebook::Mul1);
   OnDevice d(m);
   for (int n : {1, 8}) {
-    DeviceBuffer<float> dx(static_cast<size_t>(n * m.cols)), du(static_cast<size_t>(n * m.cols)),
-        dy(static_cast<size_t>(n * m.rows));
+    DeviceBuffer<float> dx(static_cast<size_t>(n * m.cols)),
+        scratch(static_cast<size_t>(exl3_linear_scratch_floats(d.view, n))), dy(static_cast<size_t>(n * m.rows));
     cudaMemset(dx.ptr, 0, static_cast<size_t>(n * m.cols) * sizeof(float));
     cudaEvent_t start, stop;
     cudaEventCreate(&start);
     cudaEventCreate(&stop);
-    ASSERT_EQ(exl3_linear(d.view, dx.ptr, n, du.ptr, dy.ptr, nullptr), cudaSuccess);  // warm-up
+    ASSERT_EQ(exl3_linear(d.view, dx.ptr, n, scratch.ptr, dy.ptr, nullptr), cudaSuccess);  // warm-up
     const int reps = 50;
     cudaEventRecord(start);
-    for (int i = 0; i < reps; ++i) exl3_linear(d.view, dx.ptr, n, du.ptr, dy.ptr, nullptr);
+    for (int i = 0; i < reps; ++i) exl3_linear(d.view, dx.ptr, n, scratch.ptr, dy.ptr, nullptr);
     cudaEventRecord(stop);
     ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
     float ms = 0;

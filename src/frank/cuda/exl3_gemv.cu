@@ -1,69 +1,67 @@
-// EXL3 decode and GEMV kernels (exl3_gemv.h). Each kernel mirrors a CPU function named beside it,
-// operation for operation.
-#include <cuda_fp16.h>
+// EXL3 decode and GEMV kernels (exl3_gemv.h).
+//
+// The GEMV, y = svh ∘ H(Q^T u) with u = H(suh ∘ x), in two launches:
+//  1. gemv_kernel, grid (output blocks of 128, k slices): a slice is whole 128-input blocks. For
+//     each, the block's first n warps compute u over those inputs (one token each, in registers
+//     and shuffles), then warp j decodes output tile j of each of the 8 input tiles, each lane its
+//     8 elements of every tile (exl3_tile.cuh), and accumulates u · q with fma. The trellis words
+//     of all 8 tiles are loaded before u is computed, so the loads overlap that work. At the end
+//     the 4 lanes of each column add their sums and the slice's partial z goes to scratch.
+//  2. output_kernel: z = the slices' partials added in slice order, y = svh ∘ H(z).
+// Both are launched dependent (launch.cuh), so each one's launch overlaps the previous kernel.
+// Every sum has a fixed order (no atomics), so a shape gives the same bits on every run. The order
+// is not the CPU reference's, so y differs from cpu::linear_rows by rounding only (the test's bound).
+#include <algorithm>
+#include <type_traits>
 
 #include "frank/cuda/exl3_gemv.h"
+#include "frank/cuda/exl3_tile.cuh"
+#include "frank/cuda/launch.cuh"
 
 namespace frank::cuda {
 namespace {
 
-constexpr int kTileSide = 16, kBlock = 128, kTilesPerBlock = kBlock / kTileSide, kMaxTokens = 8;
+using exl3::codebook_value;
+using exl3::half_bits;
+using exl3::kTileSide;
+using exl3::LaneStates;
+using exl3::position_state;
+
+constexpr int kBlock = 128, kTilesPerBlock = kBlock / kTileSide, kMaxTokens = 8;
+constexpr int kWarps = kTilesPerBlock, kThreads = 32 * kWarps;  // warp j: output tile j of the block
 constexpr float kInvSqrt128 = 0.088388347648f;  // cpu::hadamard128_blocks
+// The k split aims at this many thread blocks (8 warps each): a few per SM of an H200 (132 SMs),
+// enough to keep every SM streaming. A constant, not the device's SM count, so that a shape's
+// summation order, and so its bits, is the same on every GPU.
+constexpr int64_t kTargetBlocks = 512;
 
 __device__ __forceinline__ int64_t padded(int64_t features) { return (features + kBlock - 1) / kBlock * kBlock; }
 
-// Word j of a tile: two little-endian uint16 (exl3_tile_states).
-__device__ __forceinline__ uint32_t tile_word(const uint16_t* tile, int j) {
-  return tile[2 * j] | (static_cast<uint32_t>(tile[2 * j + 1]) << 16);
-}
-
-// The trellis state at tile position (r, c): bitstream element t is the inverse of the tensor-core
-// permutation (lane 4 (c mod 8) + (r mod 8) / 2, half c / 8, index r mod 2 + 2 (r / 8)); its state
-// is the 16 stream bits ending at bit (t + 1) K, read circularly (exl3_tile_states).
-__device__ __forceinline__ uint32_t position_state(const uint16_t* tile, int bits, int r, int c) {
-  const int t = 8 * (4 * (c % 8) + (r % 8) / 2) + 4 * (c / 8) + (r % 2) + 2 * (r / 8);
-  const int stream_bits = 256 * bits;
-  const int start = ((t + 1) * bits - 16 + stream_bits) % stream_bits;
-  const int first = start / 32;
-  const uint64_t window =
-      (static_cast<uint64_t>(tile_word(tile, first)) << 32) | tile_word(tile, (first + 1) % (8 * bits));
-  return static_cast<uint32_t>(window >> (48 - start % 32)) & 0xFFFFu;
-}
-
-__device__ __forceinline__ float half_bits(uint32_t bits) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-}
-
-// The codebook value of a state as fp32 holding an fp16 (exl3_codebook_value): the exact fp32
-// sum or fma, rounded once to fp16.
-__device__ __forceinline__ float codebook_value(Exl3Codebook codebook, uint32_t x) {
-  float exact;
-  if (codebook == Exl3Codebook::Mul1) {
-    const uint32_t y = x * 0x83DCD12Du;
-    const uint32_t sum = (y & 0xFFu) + ((y >> 8) & 0xFFu) + ((y >> 16) & 0xFFu) + (y >> 24);
-    exact = __fadd_rn(__fmul_rn(static_cast<float>(1024u + sum), 1774.0f / 262144.0f), -1329.0f / 128.0f);
-  } else {
-    uint32_t y = codebook == Exl3Codebook::Mcg ? x * 0xCBAC1FEDu : x * 89226354u + 64248484u;
-    y = (y & 0x8FFF8FFFu) ^ 0x3B603B60u;
-    exact = __fadd_rn(half_bits(y & 0xFFFFu), half_bits(y >> 16));
-  }
-  return __half2float(__float2half_rn(exact));
-}
-
-// The normalised 128-point Hadamard of v (shared, 128 threads, one element each).
-__device__ __forceinline__ void hadamard128(float* v) {
-  const int i = threadIdx.x;
-  for (int half = 1; half < kBlock; half *= 2) {
-    __syncthreads();
-    if ((i & half) == 0) {
-      const float a = v[i], c = v[i + half];
-      v[i] = __fadd_rn(a, c);
-      v[i + half] = __fsub_rn(a, c);
+// v <- H v over one 128-block held by a warp, lane l holding elements 4l .. 4l + 3: the butterflies
+// of cpu::hadamard128_blocks in its order (half = 1, 2 in registers, 4 .. 64 across lanes; the low
+// element gets a + c, the high one a - c), then the scale.
+__device__ __forceinline__ void warp_hadamard128(float (&v)[4]) {
+  const auto butterfly = [](float& a, float& c) {
+    const float sum = __fadd_rn(a, c), difference = __fsub_rn(a, c);
+    a = sum;
+    c = difference;
+  };
+  butterfly(v[0], v[1]);
+  butterfly(v[2], v[3]);
+  butterfly(v[0], v[2]);
+  butterfly(v[1], v[3]);
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int m = 1; m < 32; m *= 2) {  // half = 4m: the partner is lane l ^ m
+    const bool low = (lane & m) == 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float other = __shfl_xor_sync(0xFFFFFFFFu, v[e], m);
+      v[e] = low ? __fadd_rn(v[e], other) : __fsub_rn(other, v[e]);
     }
   }
-  __syncthreads();
-  v[i] = __fmul_rn(v[i], kInvSqrt128);
-  __syncthreads();
+#pragma unroll
+  for (int e = 0; e < 4; ++e) v[e] = __fmul_rn(v[e], kInvSqrt128);
 }
 
 // One thread per element of Q (cpu::decode).
@@ -78,56 +76,171 @@ __global__ void decode_kernel(Exl3DeviceMatrix w, uint16_t* q) {
   q[index] = __half_as_ushort(__float2half_rn(v));
 }
 
-// u[t] = H(suh ∘ x[t]) over one 128-block per thread block; grid (padded_cols / 128, n)
-// (the input half of cpu::linear_rows).
-__global__ void input_transform_kernel(Exl3DeviceMatrix w, const float* x, float* u) {
-  __shared__ float v[kBlock];
-  const int t = blockIdx.y;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x;
-  v[threadIdx.x] = i < w.cols ? __fmul_rn(x[t * w.cols + i], half_bits(w.suh[i])) : 0.0f;
-  hadamard128(v);
-  u[t * padded(w.cols) + i] = v[threadIdx.x];
+// One warp per tile, each lane decoding its eight elements as gemv_kernel does (LaneStates).
+template <int K>
+__global__ void decode_lanes_kernel(Exl3DeviceMatrix w, uint16_t* q) {
+  using States = LaneStates<K>;
+  const int64_t rows = padded(w.rows), tiles_n = rows / kTileSide;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (tile >= tiles_n * (padded(w.cols) / kTileSide)) return;
+  const int lane = threadIdx.x % 32;
+  const States states(lane);
+  uint32_t words[States::kWords];
+  states.load(reinterpret_cast<const uint32_t*>(w.trellis) + tile * States::kTileWords, words);
+  float v[8];
+  states.decode(w.codebook, words, v);
+  const int64_t kt = tile / tiles_n, nt = tile % tiles_n;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    q[(kt * kTileSide + States::row(lane, i)) * rows + nt * kTileSide + States::column(lane, i)] =
+        __half_as_ushort(__float2half_rn(v[i]));
 }
 
-// One output block per thread block, one output column per thread, all tokens: the tile partials
-// and sums of exl3_kernels.h in their order, then y = svh ∘ H(z) (cpu::linear_rows).
-__global__ void gemv_kernel(Exl3DeviceMatrix w, const float* u, int n, float* y) {
-  __shared__ float z[kMaxTokens][kBlock];
-  const int64_t cols = padded(w.cols), tiles_n = padded(w.rows) / kTileSide;
-  const int column = threadIdx.x % kTileSide;
-  const int64_t nt = static_cast<int64_t>(blockIdx.x) * kTilesPerBlock + threadIdx.x / kTileSide;
-  float acc[kMaxTokens];
+// u = H(suh ∘ x_t) over inputs 128 kb .. 128 kb + 127, by one warp (the input half of
+// cpu::linear_rows, the same operations): zero past w.cols, and zero for t >= n so that the
+// padding tokens of the N-token kernel add nothing.
+__device__ __forceinline__ void input_block(const Exl3DeviceMatrix& w, const float* x, int n, int t, int64_t kb,
+                                            float* u) {
+  const int lane = threadIdx.x % 32;
+  float v[4];
 #pragma unroll
-  for (int t = 0; t < kMaxTokens; ++t) acc[t] = 0.0f;
-  for (int64_t kt = 0; kt < cols / kTileSide; ++kt) {
-    const uint16_t* tile = w.trellis + (kt * tiles_n + nt) * (16 * w.bits);
-    float partial[kMaxTokens];
+  for (int e = 0; e < 4; ++e) {
+    const int64_t i = kb * kBlock + 4 * lane + e;
+    v[e] = t < n && i < w.cols ? __fmul_rn(x[t * w.cols + i], half_bits(w.suh[i])) : 0.0f;
+  }
+  warp_hadamard128(v);
+  *reinterpret_cast<float4*>(u + 4 * lane) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
+// partial[slice, t, c] = sum over the slice's inputs i of u_t[i] q[i][c] for the block's 128
+// outputs c and tokens t < n; N >= n is the kernel's token capacity.
+template <int K, int N>
+__global__ void __launch_bounds__(kThreads)
+    gemv_kernel(Exl3DeviceMatrix w, const float* x, int n, int blocks_per_slice, float* partial) {
+  follow_previous_kernel();
+  using States = LaneStates<K>;
+  __shared__ __align__(16) float u[N][kBlock];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t rows = padded(w.rows), tiles_n = rows / kTileSide, k_blocks = padded(w.cols) / kBlock;
+  const int64_t nt = static_cast<int64_t>(blockIdx.x) * kTilesPerBlock + warp;
+  const int64_t kb_begin = static_cast<int64_t>(blockIdx.y) * blocks_per_slice;
+  const int64_t kb_end = kb_begin + blocks_per_slice < k_blocks ? kb_begin + blocks_per_slice : k_blocks;
+  const States states(lane);
+  const int row0 = States::row(lane, 0);  // the lane's rows (States::row): row0, row0 + 1, row0 + 8, row0 + 9
+  const auto* trellis = reinterpret_cast<const uint32_t*>(w.trellis);
+  float acc[N][2];  // columns lane / 4 and lane / 4 + 8 of output tile nt (States::column)
 #pragma unroll
-    for (int t = 0; t < kMaxTokens; ++t) partial[t] = 0.0f;
-    for (int r = 0; r < kTileSide; ++r) {
-      const float q = codebook_value(w.codebook, position_state(tile, w.bits, r, column));
+  for (int t = 0; t < N; ++t) acc[t][0] = acc[t][1] = 0.0f;
+  for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
+    uint32_t words[kTilesPerBlock][States::kWords];
 #pragma unroll
-      for (int t = 0; t < kMaxTokens; ++t)
-        if (t < n) partial[t] = __fadd_rn(partial[t], __fmul_rn(u[t * cols + kt * kTileSide + r], q));
+    for (int i = 0; i < kTilesPerBlock; ++i)
+      states.load(trellis + ((kb * kTilesPerBlock + i) * tiles_n + nt) * States::kTileWords, words[i]);
+    __syncthreads();  // every warp is done with the previous block's u
+    if (warp < N) input_block(w, x, n, warp, kb, u[warp]);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kTilesPerBlock; ++i) {
+      float q[8];
+      states.decode(w.codebook, words[i], q);
+#pragma unroll
+      for (int t = 0; t < N; ++t) {
+        const float2 near = *reinterpret_cast<const float2*>(&u[t][i * kTileSide + row0]);
+        const float2 far = *reinterpret_cast<const float2*>(&u[t][i * kTileSide + row0 + 8]);
+        const float ut[4] = {near.x, near.y, far.x, far.y};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[t][e / 4] = fmaf(q[e], ut[e % 4], acc[t][e / 4]);
+      }
     }
+  }
 #pragma unroll
-    for (int t = 0; t < kMaxTokens; ++t)
-      if (t < n) acc[t] = __fadd_rn(acc[t], partial[t]);
+  for (int t = 0; t < N; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      acc[t][h] = __fadd_rn(acc[t][h], __shfl_xor_sync(0xFFFFFFFFu, acc[t][h], 1));
+      acc[t][h] = __fadd_rn(acc[t][h], __shfl_xor_sync(0xFFFFFFFFu, acc[t][h], 2));
+    }
+  if (lane % 4 != 0) return;
+#pragma unroll
+  for (int t = 0; t < N; ++t)
+    if (t < n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        partial[(static_cast<int64_t>(blockIdx.y) * n + t) * rows + nt * kTileSide + lane / 4 + 8 * h] = acc[t][h];
+}
+
+// y[t] = svh ∘ H(z_t) for one output block, z_t = the slices' partials added in slice order; warp
+// t handles token t (the output half of cpu::linear_rows).
+__global__ void output_kernel(Exl3DeviceMatrix w, const float* partial, int slices, int n, float* y) {
+  follow_previous_kernel();
+  const int t = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t rows = padded(w.rows), first = static_cast<int64_t>(blockIdx.x) * kBlock + 4 * lane;
+  float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8  // independent loads in flight (L2 latency), the adds still in slice order
+  for (int s = 0; s < slices; ++s) {
+    const float4 p = *reinterpret_cast<const float4*>(partial + (static_cast<int64_t>(s) * n + t) * rows + first);
+    z[0] = __fadd_rn(z[0], p.x);
+    z[1] = __fadd_rn(z[1], p.y);
+    z[2] = __fadd_rn(z[2], p.z);
+    z[3] = __fadd_rn(z[3], p.w);
   }
-  for (int t = 0; t < n; ++t) {
-    z[t][threadIdx.x] = acc[t];
-    hadamard128(z[t]);
-    const int64_t row = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x;
-    if (row < w.rows) y[t * w.rows + row] = __fmul_rn(z[t][threadIdx.x], half_bits(w.svh[row]));
-  }
+  warp_hadamard128(z);
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    if (first + e < w.rows) y[t * w.rows + first + e] = __fmul_rn(z[e], half_bits(w.svh[first + e]));
 }
 
 bool valid(const Exl3DeviceMatrix& w) {
   return w.trellis != nullptr && w.suh != nullptr && w.svh != nullptr && w.rows > 0 && w.cols > 0 && w.bits >= 1 &&
-         w.bits <= 8;
+         w.bits <= 8 && reinterpret_cast<uintptr_t>(w.trellis) % 4 == 0;
+}
+
+// 128-input blocks per k slice: as many slices as bring the grid to kTargetBlocks, at most one per
+// input block.
+int64_t blocks_per_slice(const Exl3DeviceMatrix& w) {
+  const int64_t out_blocks = w.padded_rows() / kBlock, k_blocks = w.padded_cols() / kBlock;
+  const int64_t slices = std::clamp<int64_t>((kTargetBlocks + out_blocks - 1) / out_blocks, 1, k_blocks);
+  return (k_blocks + slices - 1) / slices;
+}
+
+template <int K, int N>
+cudaError_t launch_gemv(const Exl3DeviceMatrix& w, const float* x, int n, int64_t per_slice, int64_t slices,
+                        float* partial, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(w.padded_rows() / kBlock), static_cast<unsigned>(slices));
+  return launch_dependent(gemv_kernel<K, N>, grid, dim3(kThreads), 0, stream, w, x, n, static_cast<int>(per_slice),
+                          partial);
+}
+
+// The kernel for n tokens: capacity 1, 2, 4 or 8.
+template <int K>
+cudaError_t launch_gemv_tokens(const Exl3DeviceMatrix& w, const float* x, int n, int64_t per_slice, int64_t slices,
+                               float* partial, cudaStream_t stream) {
+  if (n == 1) return launch_gemv<K, 1>(w, x, n, per_slice, slices, partial, stream);
+  if (n == 2) return launch_gemv<K, 2>(w, x, n, per_slice, slices, partial, stream);
+  if (n <= 4) return launch_gemv<K, 4>(w, x, n, per_slice, slices, partial, stream);
+  return launch_gemv<K, kMaxTokens>(w, x, n, per_slice, slices, partial, stream);
+}
+
+// f(std::integral_constant<int, K>{}) for K = bits (1..8): the kernels take K as a template parameter.
+template <typename F>
+cudaError_t with_bits(int bits, const F& f) {
+  switch (bits) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    default: return f(std::integral_constant<int, 8>{});
+  }
 }
 
 }  // namespace
+
+int64_t exl3_linear_scratch_floats(const Exl3DeviceMatrix& w, int n) {
+  return w.padded_cols() / kBlock * n * w.padded_rows();  // at most one slice per input block
+}
 
 cudaError_t exl3_decode(const Exl3DeviceMatrix& w, uint16_t* q, cudaStream_t stream) {
   if (!valid(w) || q == nullptr) return cudaErrorInvalidValue;
@@ -136,14 +249,28 @@ cudaError_t exl3_decode(const Exl3DeviceMatrix& w, uint16_t* q, cudaStream_t str
   return cudaGetLastError();
 }
 
-cudaError_t exl3_linear(const Exl3DeviceMatrix& w, const float* x, int n, float* u, float* y, cudaStream_t stream) {
-  if (!valid(w) || n < 1 || n > kMaxTokens || x == nullptr || u == nullptr || y == nullptr)
+cudaError_t exl3_decode_lanes(const Exl3DeviceMatrix& w, uint16_t* q, cudaStream_t stream) {
+  if (!valid(w) || q == nullptr) return cudaErrorInvalidValue;
+  const int64_t tiles = w.padded_rows() / kTileSide * (w.padded_cols() / kTileSide);
+  return with_bits(w.bits, [&](auto bits) {
+    decode_lanes_kernel<decltype(bits)::value>
+        <<<static_cast<unsigned>((tiles + kWarps - 1) / kWarps), kThreads, 0, stream>>>(w, q);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t exl3_linear(const Exl3DeviceMatrix& w, const float* x, int n, float* scratch, float* y,
+                        cudaStream_t stream) {
+  if (!valid(w) || n < 1 || n > kMaxTokens || x == nullptr || scratch == nullptr || y == nullptr)
     return cudaErrorInvalidValue;
-  input_transform_kernel<<<dim3(static_cast<unsigned>(w.padded_cols() / kBlock), static_cast<unsigned>(n)), kBlock, 0,
-                           stream>>>(w, x, u);
-  if (const cudaError_t e = cudaGetLastError()) return e;
-  gemv_kernel<<<static_cast<unsigned>(w.padded_rows() / kBlock), kBlock, 0, stream>>>(w, u, n, y);
-  return cudaGetLastError();
+  const int64_t per_slice = blocks_per_slice(w);
+  const int64_t slices = (w.padded_cols() / kBlock + per_slice - 1) / per_slice;
+  const auto gemv = [&](auto bits) {
+    return launch_gemv_tokens<decltype(bits)::value>(w, x, n, per_slice, slices, scratch, stream);
+  };
+  if (const cudaError_t e = with_bits(w.bits, gemv)) return e;
+  return launch_dependent(output_kernel, dim3(static_cast<unsigned>(w.padded_rows() / kBlock)), dim3(32 * n), 0,
+                          stream, w, static_cast<const float*>(scratch), static_cast<int>(slices), n, y);
 }
 
 }  // namespace frank::cuda

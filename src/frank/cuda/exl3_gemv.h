@@ -1,11 +1,11 @@
 #pragma once
 // EXL3 (ExLlamaV3) weights on the GPU: decoding the trellis and y = W x for 1-8 tokens, each
-// tile decoded where it is used (no dequantised copy of W). The math, the layout and the fixed
-// order of every fp32 operation are the CPU reference's (cpu/quant/exl3_gemv.h, exl3_kernels.h):
-// every product and sum is a separately rounded __fmul_rn / __fadd_rn in that order, so the GPU's
-// results equal the CPU's bit for bit (tests/cuda/test_cuda_exl3.cpp). One thread computes one
-// output column of a 128-output block over all of k; the grid is the output blocks. Not yet tuned
-// for bandwidth: a k-split or the tensor-core fragment path of ExLlamaV3 would change the order.
+// tile decoded where it is used (no dequantised copy of W). The math and the layout are the CPU
+// reference's (cpu/quant/exl3_gemv.h): decoding and the input transform u = H(suh ∘ x) are equal
+// to it bit for bit; Q^T u is summed in another order (k split over the whole GPU, fma, then the
+// slices in order: exl3_gemv.cu), so y differs from cpu::linear_rows by fp32 rounding only, within
+// the bound tests/cuda/test_cuda_exl3.cpp derives. The order is fixed for a shape (no atomics, and
+// not taken from the device), so every run gives the same bits.
 // Every pointer is device memory; launchers are asynchronous on `stream` and return the launch
 // error, or cudaErrorInvalidValue for arguments they cannot serve.
 #include <cstdint>
@@ -30,9 +30,17 @@ struct Exl3DeviceMatrix {
 
 // q [padded_cols, padded_rows] = the decoded trellis as fp16 bits (cpu::decode).
 cudaError_t exl3_decode(const Exl3DeviceMatrix& w, uint16_t* q, cudaStream_t stream);
+// The same Q by exl3_linear's decoder (each warp lane its eight elements of a tile, in bitstream
+// order), so that the tests hold that decoder to exl3_decode bit for bit.
+cudaError_t exl3_decode_lanes(const Exl3DeviceMatrix& w, uint16_t* q, cudaStream_t stream);
 
-// y [n, rows] = x [n, cols] · W^T for n <= 8 (cpu::linear_rows over all rows). `u` is scratch of
-// n * padded_cols floats (the transformed input).
-cudaError_t exl3_linear(const Exl3DeviceMatrix& w, const float* x, int n, float* u, float* y, cudaStream_t stream);
+// Floats of scratch exl3_linear needs for n tokens (the k slices' partial sums; at most
+// padded_cols / 128 slices of n * padded_rows).
+int64_t exl3_linear_scratch_floats(const Exl3DeviceMatrix& w, int n);
+
+// y [n, rows] = x [n, cols] · W^T for 1 <= n <= 8 (cpu::linear_rows over all rows, up to rounding).
+// `scratch` holds exl3_linear_scratch_floats(w, n) floats; the trellis must be 4-byte aligned.
+cudaError_t exl3_linear(const Exl3DeviceMatrix& w, const float* x, int n, float* scratch, float* y,
+                        cudaStream_t stream);
 
 }  // namespace frank::cuda
