@@ -7,8 +7,9 @@
 // the same shape. Results go to stdout as markdown tables.
 //   frank_linear_bench     (needs a GPU; exit 2 without one)
 //
-// Timing: 8 warm-up calls, then 200 back-to-back calls with an event after each; the median of the
-// 200 intervals (launch gaps count). Each call reads another of enough copies of the weight (>= 512
+// Timing: 8 warm-up calls, then 10 spans of 20 back-to-back calls, an event only between spans (an
+// event between two calls would stop the next one from starting while this one ends, as a decode
+// step's kernels do); per call: the median span / 20, with the spans' min and max. Each call reads another of enough copies of the weight (>= 512
 // MB in all) that none is still in L2 (50 MB on an H200) when it is read again. The weights hold
 // one repeated byte (0x3a: finite in every format; the kernels' speed does not depend on the
 // values). Bytes = the weight's buffer (values and scales); for EXL3 the trellis only (suh and svh,
@@ -31,13 +32,17 @@ namespace {
 namespace cuda = frank::cuda;
 using frank_test::DeviceBuffer;
 
-constexpr int kWarmup = 8, kTimed = 200;
+constexpr int kWarmup = 8, kSpans = 10, kPerSpan = 20;
 constexpr int64_t kMinBytes = int64_t{512} << 20;
 
-// Median microseconds per call of `call(weight)`, each call on another of enough copies of a
-// `bytes`-byte weight.
+// Microseconds per call: the median span's, and the fastest and slowest span's.
+struct Timing {
+  double median, min, max;
+};
+
+// The time per call of `call(weight)`, each call on another of enough copies of a `bytes`-byte weight.
 template <typename Call>
-double time_calls(int64_t bytes, const Call& call, cudaStream_t stream) {
+Timing time_calls(int64_t bytes, const Call& call, cudaStream_t stream) {
   const int64_t copies = (kMinBytes + bytes - 1) / bytes;
   std::vector<void*> weights(static_cast<size_t>(copies));
   for (void*& w : weights) {
@@ -46,26 +51,27 @@ double time_calls(int64_t bytes, const Call& call, cudaStream_t stream) {
   }
   const auto call_copy = [&](int i) { CUDA_OK(call(weights[static_cast<size_t>(i % copies)])); };
   for (int i = 0; i < kWarmup; ++i) call_copy(i);
-  std::vector<cudaEvent_t> events(kTimed + 1);
+  std::vector<cudaEvent_t> events(kSpans + 1);
   for (cudaEvent_t& e : events) CUDA_OK(cudaEventCreate(&e));
   CUDA_OK(cudaEventRecord(events[0], stream));
-  for (int i = 0; i < kTimed; ++i) {
-    call_copy(kWarmup + i);
-    CUDA_OK(cudaEventRecord(events[static_cast<size_t>(i + 1)], stream));
+  for (int s = 0; s < kSpans; ++s) {
+    for (int i = 0; i < kPerSpan; ++i) call_copy(kWarmup + s * kPerSpan + i);
+    CUDA_OK(cudaEventRecord(events[static_cast<size_t>(s + 1)], stream));
   }
   CUDA_OK(cudaEventSynchronize(events.back()));
-  std::vector<float> ms(kTimed);
-  for (int i = 0; i < kTimed; ++i)
-    CUDA_OK(cudaEventElapsedTime(&ms[static_cast<size_t>(i)], events[static_cast<size_t>(i)],
-                                 events[static_cast<size_t>(i + 1)]));
+  std::vector<float> ms(kSpans);
+  for (int s = 0; s < kSpans; ++s)
+    CUDA_OK(cudaEventElapsedTime(&ms[static_cast<size_t>(s)], events[static_cast<size_t>(s)],
+                                 events[static_cast<size_t>(s + 1)]));
   for (cudaEvent_t e : events) CUDA_OK(cudaEventDestroy(e));
-  std::nth_element(ms.begin(), ms.begin() + kTimed / 2, ms.end());
+  std::sort(ms.begin(), ms.end());
   for (void* w : weights) CUDA_OK(cudaFree(w));
-  return ms[kTimed / 2] * 1e3;
+  const double per_call = 1e3 / kPerSpan;
+  return {ms[kSpans / 2] * per_call, ms.front() * per_call, ms.back() * per_call};
 }
 
-// Microseconds per call of y = W x for n tokens, W [out, in] of type t.
-double time_linear(cuda::WeightType t, int64_t out, int64_t in, int n, cudaStream_t stream) {
+// Time per call of y = W x for n tokens, W [out, in] of type t.
+Timing time_linear(cuda::WeightType t, int64_t out, int64_t in, int n, cudaStream_t stream) {
   DeviceBuffer<float> x(static_cast<size_t>(n * in)), y(static_cast<size_t>(n * out));
   CUDA_OK(cudaMemset(x.get(), 0, x.size() * sizeof(float)));
   return time_calls(
@@ -76,8 +82,8 @@ double time_linear(cuda::WeightType t, int64_t out, int64_t in, int n, cudaStrea
 // Bytes of an EXL3 trellis of K bits for W [out, in] (both multiples of 128 here).
 int64_t trellis_bytes(int64_t out, int64_t in, int bits) { return out * in * bits / 8; }
 
-// Microseconds per cuda::exl3_linear call for n tokens, W [out, in] of K bits.
-double time_exl3(int64_t out, int64_t in, int bits, frank::Exl3Codebook codebook, int n, cudaStream_t stream) {
+// Time per cuda::exl3_linear call for n tokens, W [out, in] of K bits.
+Timing time_exl3(int64_t out, int64_t in, int bits, frank::Exl3Codebook codebook, int n, cudaStream_t stream) {
   DeviceBuffer<uint16_t> suh(static_cast<size_t>(in)), svh(static_cast<size_t>(out));
   CUDA_OK(cudaMemset(suh.get(), 0x3a, suh.size() * sizeof(uint16_t)));
   CUDA_OK(cudaMemset(svh.get(), 0x3a, svh.size() * sizeof(uint16_t)));
@@ -94,10 +100,12 @@ double time_exl3(int64_t out, int64_t in, int bits, frank::Exl3Codebook codebook
       stream);
 }
 
-// The row of one weight's result: time, bytes, rate and its share of the measured bandwidth.
-void print_rate(double us, double bytes, double bandwidth) {
-  const double rate = bytes / (us * 1e-6);
-  std::printf(" %.1f | %.2f | %.0f | %.0f%% |", us, bytes / 1e6, rate / 1e9, 100.0 * rate / bandwidth);
+// The row of one weight's result: time (median, min-max), bytes, rate and its share of the
+// measured bandwidth (both at the median).
+void print_rate(const Timing& t, double bytes, double bandwidth) {
+  const double rate = bytes / (t.median * 1e-6);
+  std::printf(" %.1f (%.1f-%.1f) | %.2f | %.0f | %.0f%% |", t.median, t.min, t.max, bytes / 1e6, rate / 1e9,
+              100.0 * rate / bandwidth);
 }
 
 }  // namespace
@@ -136,7 +144,7 @@ int main() {
   const int64_t expert_shapes[][2] = {{2304, 5120}, {5120, 2304}};
   for (const auto& s : expert_shapes)
     for (int n : {1, 2, 4, 8}) {
-      const double fp4_us = time_linear(cuda::WeightType::Fp4, s[0], s[1], n, stream);
+      const Timing fp4_us = time_linear(cuda::WeightType::Fp4, s[0], s[1], n, stream);
       const auto fp4_bytes = static_cast<double>(cuda::weight_bytes(cuda::WeightType::Fp4, s[0], s[1]));
       for (frank::Exl3Codebook codebook : {frank::Exl3Codebook::ThreeInst, frank::Exl3Codebook::Mul1})
         for (int bits : {2, 3, 4}) {
