@@ -1,5 +1,7 @@
 // `frank bench decode`: the GPU decode-step benchmark (frank/cuda/decode_bench.h). Needs a build
 // with -DFRANK_CUDA=ON and a GPU.
+#include <fmt/format.h>
+
 #include <iostream>
 #include <optional>
 #include <string>
@@ -23,6 +25,7 @@ struct DecodeOptions {
   int tokens_per_step = 1;
   int steps = 100;
   std::string weights_dtype = "bf16";
+  std::string format = "bf16";
   std::string kv_dtype = "fp32";
   bool same_experts = false;
   bool per_op = false;
@@ -43,6 +46,11 @@ void run_decode(const DecodeOptions& o) {
   b.tokens_per_step = o.tokens_per_step;
   b.steps = o.steps;
   b.weights = cuda::parse_weight_type(o.weights_dtype);
+  if (o.format != "bf16" && o.format != "fp8-fp4")
+    throw Error(fmt::format("--format {}: expected bf16 or fp8-fp4", o.format));
+  b.shipped_formats = o.format == "fp8-fp4";
+  if (b.shipped_formats && b.weights != cuda::WeightType::BF16)
+    throw Error("--format fp8-fp4 keeps the weights V4-Flash ships in BF16 as bf16: drop --weights-dtype");
   b.kv = kv;
   b.same_experts = o.same_experts;
   b.per_op = o.per_op;
@@ -78,6 +86,10 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(1, 8));
   decode->add_option("--steps", o->steps, "timed graph replays")->capture_default_str()->check(CLI::Range(5, 100000));
   decode->add_option("--weights-dtype", o->weights_dtype, "bf16 or fp32")->capture_default_str();
+  decode->add_option("--format", o->format,
+                     "bf16: every Linear in --weights-dtype; fp8-fp4: as V4-Flash ships them (FP8 128x128 blocks, "
+                     "routed experts FP4, the rest bf16), random codes kept as shipped on the GPU")
+      ->capture_default_str();
   decode->add_option("--kv-dtype", o->kv_dtype,
                      "K=V rows of the session: fp32, bf16 or fp8 (584-B record); not fp32: also the KL of one step "
                      "against fp32 rows")

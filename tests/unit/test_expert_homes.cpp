@@ -57,6 +57,18 @@ TEST(ExpertHomes, TheFootprintCountsARoutedExpertsThreeMatrices) {
   EXPECT_LT(bf16.other, fp32.other);
 }
 
+// A benchmark's weights in other formats (FP8 / FP4 as shipped) say what each Linear takes.
+TEST(ExpertHomes, TheFootprintTakesEachLinearsBytesWhenGiven) {
+  const Tiny t;
+  const GpuWeightBytes bf16 = gpu_weight_bytes(t.config, t.weights, 2);
+  const GpuWeightBytes half = gpu_weight_bytes(t.config, t.weights, 2, [](const model::WeightSlot& s) {
+    return 0.5 * static_cast<double>(Tensor::count(s.shape));  // FP4's nibbles, scales left out
+  });
+  EXPECT_EQ(half.routed_expert, bf16.routed_expert / 4);
+  EXPECT_LT(half.other, bf16.other);
+  EXPECT_GT(half.other, 0.0);  // norms, mHC and tables stay fp32
+}
+
 TEST(ExpertHomes, NoPlanAndNoBudgetKeepEveryExpertOnTheGpu) {
   const Tiny t;
   const ExpertHomes h = choose_expert_homes(t.config, gpu_weight_bytes(t.config, t.weights, 2), {});

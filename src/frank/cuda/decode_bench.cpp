@@ -7,12 +7,16 @@
 #include <vector>
 
 #include "frank/core/error.h"
+#include "frank/core/thread_pool.h"
 #include "frank/cuda/bandwidth_probe.cuh"
 #include "frank/cuda/bench_routing.h"
 #include "frank/cuda/cuda_model.h"
+#include "frank/cuda/native_weight.h"
 #include "frank/cuda/op_profile.h"
+#include "frank/cuda/weight_format.h"
 #include "frank/engine/decoder_layer.h"
 #include "frank/engine/logit_divergence.h"
+#include "frank/model/shipped_formats.h"
 #include "frank/model/synthetic.h"
 
 namespace frank::cuda {
@@ -85,13 +89,30 @@ double measure_read_bandwidth(cudaStream_t stream) {
   return spread(rates).median;
 }
 
+model::ModelWeights bench_weights(const model::ModelConfig& config, const DecodeBenchOptions& o) {
+  model::ModelWeights w = model::skeleton_weights(config, o.seed);
+  if (o.shipped_formats) {
+    ThreadPool pool;
+    model::fill_shipped_formats(config, w, o.seed, pool);
+  }
+  return w;
+}
+
+double stored_expert_bytes(const model::ExpertWeights& expert, WeightType linear_type) {
+  double bytes = 0;
+  for (const LinearWeight* m : {&expert.gate, &expert.up, &expert.down})
+    bytes += m->quantized ? static_cast<double>(weight_bytes(native_type(*m->quantized), m->rows(), m->cols()))
+                          : static_cast<double>(weight_bytes(linear_type, m->rows(), m->cols()));
+  return bytes;
+}
+
 void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   if (o.same_experts && !o.routing_from.empty())
     throw Error("--same-experts and --routing-from both choose the experts: use one");
   if (o.split()) return run_split_decode_bench(o, out);
   model::ModelConfig config = model::v4_flash_config(o.layers);
   if (o.same_experts) std::fill(config.hash_routed.begin(), config.hash_routed.end(), true);
-  const engine::Model model(config, model::skeleton_weights(config, o.seed));
+  const engine::Model model(config, bench_weights(config, o));
   BenchRouting routing(o.routing_from, config, o.tokens_per_step);
   CudaModel gpu(model, o.weights, o.seed);
   const cudaStream_t stream = gpu.stream();
@@ -127,8 +148,9 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   }
   // Routed experts: the distinct experts each layer's tokens chose, read once per step (with a
   // replayed trace: the mean over the timed steps, added after them).
-  const double expert_bytes = 3.0 * config.moe_intermediate_size * config.hidden_size *
-                              (o.weights == WeightType::BF16 ? 2.0 : 4.0);
+  const model::MoeWeights& moe0 = model.weights().layers.front().moe;
+  const double expert_bytes = stored_expert_bytes(moe0.experts.front(), o.weights),
+               shared_bytes = stored_expert_bytes(moe0.shared, o.weights);
   std::vector<double> distinct(static_cast<size_t>(L));
   for (int l = 0; l < L && !routing.replayed(); ++l) {
     std::vector<int32_t> chosen(static_cast<size_t>(session.layers[l].last_experts.numel()));
@@ -175,7 +197,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
       layer_us[l].push_back(ms * 1e3);
     }
   }
-  for (int l = 0; l < L; ++l) per_layer[l].weight_bytes += (distinct[l] + 1) * expert_bytes;  // + the shared expert
+  for (int l = 0; l < L; ++l) per_layer[l].weight_bytes += distinct[l] * expert_bytes + shared_bytes;
   const double bandwidth = measure_read_bandwidth(stream);
 
   cudaDeviceProp prop{};
@@ -189,7 +211,10 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   out << routing.describe() << "\n\n";
   out << fmt::format("GPU: {}; weights {} ({:.1f} GB resident); read bandwidth measured now: {:.0f} GB/s "
                      "(4 GiB read, median of 20)\n\n",
-                     prop.name, o.weights == WeightType::BF16 ? "bf16" : "fp32", gpu.weight_bytes() / 1e9,
+                     prop.name,
+                     o.shipped_formats ? "FP8 / FP4 as V4-Flash ships them, the rest bf16"
+                                       : o.weights == WeightType::BF16 ? "bf16" : "fp32",
+                     gpu.weight_bytes() / 1e9,
                      bandwidth / 1e9);
   out << "| layer | kind | experts read | median us | p10-p90 us | weights MB | state MB | GB/s | of measured |\n";
   out << "|---|---|---|---|---|---|---|---|---|\n";

@@ -15,6 +15,8 @@
 
 #include "frank/cuda/ops.cuh"
 #include "frank/experts/expert_cache.h"
+#include "frank/model/config.h"
+#include "frank/model/weights.h"
 
 namespace frank::cuda {
 
@@ -24,6 +26,9 @@ struct DecodeBenchOptions {
   int tokens_per_step = 1;      // 1 = decode; k+1 = a verify step of k drafts
   int steps = 100;              // timed graph replays
   WeightType weights = WeightType::BF16;
+  // --format fp8-fp4: the Linear weights in the formats V4-Flash ships (model/shipped_formats.h),
+  // random codes made on the host and kept as shipped on the GPU; `weights` is then the BF16 rest's.
+  bool shipped_formats = false;
   KvFormat kv = KvFormat::F32;  // how the session stores K=V rows; not fp32: also the KL of one step against fp32 rows
   bool same_experts = false;    // every layer hash-routed and every token the same id: all tokens pick the same experts
   uint64_t seed = 1;
@@ -38,6 +43,12 @@ struct DecodeBenchOptions {
   std::string routing_from;
   bool split() const { return !plan.empty() || gpu_memory_budget_gb.has_value(); }
 };
+
+// The benchmark's synthetic model at the real size: shape-only weights the GPU fills with random
+// values, or with options.shipped_formats the FP8 / FP4 ones made as random codes.
+model::ModelWeights bench_weights(const model::ModelConfig& config, const DecodeBenchOptions& options);
+// The bytes one expert takes on the GPU: FP8 / FP4 as shipped, the rest in `linear_type`.
+double stored_expert_bytes(const model::ExpertWeights& expert, WeightType linear_type);
 
 // Runs the benchmark; writes a markdown report to `out`. With options.split(), the split step's
 // benchmark (run_split_decode_bench).

@@ -20,6 +20,7 @@
 #include "frank/cuda/decode_bench.h"
 #include "frank/engine/decoder_layer.h"
 #include "frank/experts/expert_homes.h"
+#include "frank/model/shipped_formats.h"
 #include "frank/model/synthetic.h"
 #include "memory_bandwidth.h"
 
@@ -57,20 +58,26 @@ double quantile(std::vector<double> v, double q) {
 void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   model::ModelConfig config = model::v4_flash_config(o.layers);
   if (o.same_experts) std::fill(config.hash_routed.begin(), config.hash_routed.end(), true);
-  model::ModelWeights weights = model::skeleton_weights(config, o.seed);
+  model::ModelWeights weights = bench_weights(config, o);
   const experts::GpuWeightBytes gpu_bytes =
-      experts::gpu_weight_bytes(config, weights, o.weights == WeightType::BF16 ? 2 : 4);
+      o.shipped_formats
+          ? experts::gpu_weight_bytes(config, weights, 2,
+                                      [](const model::WeightSlot& s) {
+                                        return model::shipped_bytes(model::v4_flash_format(s.name), s.shape[0],
+                                                                    s.shape[1]);
+                                      })
+          : experts::gpu_weight_bytes(config, weights, o.weights == WeightType::BF16 ? 2 : 4);
   experts::ExpertHomes homes =
       experts::choose_expert_homes(config, gpu_bytes, {o.plan, o.gpu_memory_budget_gb, o.expert_cache_slots});
   const int L = config.num_layers, T = o.tokens_per_step, E = config.n_routed_experts;
   const int64_t D = config.hidden_size, I = config.moe_intermediate_size;
 
-  // The CPU-homed experts in host memory, made in parallel.
+  // The CPU-homed experts in host memory, made in parallel (FP4 already with --format fp8-fp4).
   ThreadPool pool(o.cpu_expert_threads, /*pin=*/true);
   std::vector<std::pair<int, int>> cpu_experts;
   for (int l = 0; l < L; ++l)
     for (int e = 0; e < E; ++e)
-      if (homes.on_cpu(l, e)) cpu_experts.emplace_back(l, e);
+      if (homes.on_cpu(l, e) && !o.shipped_formats) cpu_experts.emplace_back(l, e);
   pool.parallel_for(std::ssize(cpu_experts), [&](int64_t i) {
     const auto [l, e] = cpu_experts[static_cast<size_t>(i)];
     const uint64_t seed = o.seed * 1000003 + static_cast<uint64_t>(l * E + e) * 3;
@@ -119,7 +126,10 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   const double host_bw = bench::read_bandwidth(probe, pool, 10).median * 1e9;
   probe = {};
 
-  const double gpu_expert_bytes = 3.0 * static_cast<double>(I * D) * (o.weights == WeightType::BF16 ? 2 : 4);
+  // A GPU-homed routed expert as the GPU stores it (all of them alike).
+  double gpu_expert_bytes = 0;
+  for (int e = 0; e < E && gpu_expert_bytes == 0; ++e)
+    if (!homes.on_cpu(0, e)) gpu_expert_bytes = stored_expert_bytes(model.weights().layers.front().moe.experts[e], o.weights);
   cudaEvent_t begin, end;
   check(cudaEventCreate(&begin), "cudaEventCreate");
   check(cudaEventCreate(&end), "cudaEventCreate");
@@ -180,7 +190,10 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
                      on_cpu, total,
                      o.plan.empty() ? fmt::format("default ordering for --gpu-memory-budget {} GB", *o.gpu_memory_budget_gb)
                                     : "plan " + o.plan,
-                     gpu.weight_bytes() / 1e9, o.weights == WeightType::BF16 ? "bf16" : "fp32", fp4_expert_bytes / 1e6,
+                     gpu.weight_bytes() / 1e9,
+                     o.shipped_formats ? "FP8 / FP4 as shipped, the rest bf16"
+                                       : o.weights == WeightType::BF16 ? "bf16" : "fp32",
+                     fp4_expert_bytes / 1e6,
                      static_cast<double>(on_cpu) * fp4_expert_bytes / 1e9);
   out << fmt::format("GPU: {}, read bandwidth measured now {:.0f} GB/s (4 GiB, median of 20). Host: {} threads "
                      "pinned, read bandwidth measured now {:.1f} GB/s (4 GiB, {} threads, median of 10).\n\n",

@@ -37,15 +37,16 @@ size_t ExpertHomes::cpu_count(int layer) const {
 }
 
 GpuWeightBytes gpu_weight_bytes(const model::ModelConfig& config, const model::ModelWeights& weights,
-                                int linear_value_bytes) {
+                                int linear_value_bytes, const LinearBytes& linear_bytes) {
   // The layout alone (shapes, no data) of a model like `weights`, walked by name.
   model::ModelWeights layout;
   if (weights.mtp) layout.mtp.emplace();
   GpuWeightBytes bytes;
   double routed = 0;
   model::for_each_weight(config, layout, [&](const model::WeightSlot& s) {
-    const double b = static_cast<double>(Tensor::count(s.shape)) *
-                     (s.role == model::WeightRole::Linear ? linear_value_bytes : 4);
+    const bool linear = s.role == model::WeightRole::Linear;
+    const double b = linear && linear_bytes ? linear_bytes(s)
+                                            : static_cast<double>(Tensor::count(s.shape)) * (linear ? linear_value_bytes : 4);
     (s.name.starts_with("layers.") && s.name.find(".ffn.experts.") != std::string::npos ? routed : bytes.other) += b;
   });
   for (const auto& layer : weights.layers) bytes.other += static_cast<double>(layer.moe.tid2eid.size()) * 4;

@@ -8,6 +8,7 @@
 // come out of it. Every problem is a frank::Error at start, before any step runs.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -43,12 +44,15 @@ class ExpertHomes {
 // The bytes the model's weights take in GPU memory when Linear weights are stored with
 // `linear_value_bytes` per value (bf16: 2, fp32: 4; quantised weights are decoded to that type)
 // and everything else as fp32: the routed experts of the main layers, each, and all the rest.
+// `linear_bytes`, when given, is what each Linear takes instead (a benchmark's weights in their
+// shipped FP8 / FP4 formats, model/shipped_formats.h).
 struct GpuWeightBytes {
   double other = 0;          // embedding, head, attention, routers, shared experts, norms, mHC, MTP
   double routed_expert = 0;  // one routed expert (gate, up, down)
 };
+using LinearBytes = std::function<double(const model::WeightSlot&)>;
 GpuWeightBytes gpu_weight_bytes(const model::ModelConfig& config, const model::ModelWeights& weights,
-                                int linear_value_bytes);
+                                int linear_value_bytes, const LinearBytes& linear_bytes = {});
 
 struct HomeRequest {
   std::string plan_path;                 // empty: none
