@@ -203,8 +203,8 @@ struct Types {
 // token or with repeats. Runs fp32 weights, bf16 weights, then bf16 routed experts with an fp32
 // shared expert (two passes, moe_experts), and FP8 / FP4 ones where the shape allows (below), each
 // for n = every entry of ns (the first n tokens; the reference's rows are per token), the last n
-// also rerun for bit-identical output; each case with its clamps reached. `misalign` starts every expert matrix 4 (fp32) or 2 (bf16) bytes past a
-// 16-byte boundary (the kernels' element-load path).
+// also rerun for bit-identical output; each case with its clamps reached. `misalign` starts every
+// expert matrix 4 (fp32) or 2 (bf16) bytes past a 16-byte boundary (the kernels' element-load path).
 int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, const std::vector<int>& ns,
               bool misalign = false) {
   const int n_max = ns.back();

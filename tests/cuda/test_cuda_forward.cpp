@@ -11,7 +11,8 @@
 // checkpoints (tiny-v4-fp8-*): their dense Linears and their experts (FP4 routed, FP8 shared: two
 // passes of the MoE kernels, each type as shipped) run on the GPU's FP8 / FP4 kernels over the
 // shipped bytes, every weight exact, so the CPU reference keeps them as they are and the same
-// tolerances hold. That the experts do stay as shipped is checked on its own (CudaForward.ShippedExpertsStayInTheirTypes).
+// tolerances hold. That the experts do stay as shipped is checked on its own
+// (CudaForward.ShippedExpertsStayInTheirTypes).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -177,11 +178,13 @@ TEST(CudaForward, ShippedExpertsStayInTheirTypes) {
       const size_t before = weights.bytes();
       const cuda::ExpertTables& tables = weights.experts(moe);
       EXPECT_EQ(tables.type, cuda::WeightType::Fp4) << dir.filename() << " layer " << l;
-      EXPECT_EQ(tables.shared_type, cuda::native_type(*moe.shared.gate.quantized)) << dir.filename() << " layer " << l;
+      EXPECT_EQ(tables.shared_type, cuda::native_type(*moe.shared.gate.quantized))
+          << dir.filename() << " layer " << l;
       EXPECT_TRUE(cuda::is_quantized(tables.shared_type));
       size_t shipped = 3 * (moe.experts.size() + 1) * sizeof(const void*);
       const auto add = [&](const model::ExpertWeights& x) {
-        for (const LinearWeight* m : {&x.gate, &x.up, &x.down}) shipped += cuda::native_bytes(m->quantized.value()).size();
+        for (const LinearWeight* m : {&x.gate, &x.up, &x.down})
+          shipped += cuda::native_bytes(m->quantized.value()).size();
       };
       for (const model::ExpertWeights& x : moe.experts) add(x);
       add(moe.shared);
