@@ -194,11 +194,17 @@ frank::LinearWeight random_codes(Rng& r, WeightType type, int64_t rows, int64_t 
   return w;
 }
 
+// The weight types of a case: the routed experts' and the shared expert's (ExpertTables).
+struct Types {
+  WeightType routed, shared;
+};
+
 // One shape: tokens choose k experts (hash routing) from a pool of `pool` experts, distinct per
-// token or with repeats. Runs fp32 weights, then the same weights rounded to bf16, each for n =
-// every entry of ns (the first n tokens; the reference's rows are per token), the last n also
-// rerun for bit-identical output. `misalign` starts every expert matrix 4 (fp32) or 2 (bf16) bytes
-// past a 16-byte boundary (the kernels' element-load path).
+// token or with repeats. Runs fp32 weights, bf16 weights, then bf16 routed experts with an fp32
+// shared expert (two passes, moe_experts), and FP8 / FP4 ones where the shape allows (below), each
+// for n = every entry of ns (the first n tokens; the reference's rows are per token), the last n
+// also rerun for bit-identical output; each case with its clamps reached. `misalign` starts every
+// expert matrix 4 (fp32) or 2 (bf16) bytes past a 16-byte boundary (the kernels' element-load path).
 int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, const std::vector<int>& ns,
               bool misalign = false) {
   const int n_max = ns.back();
@@ -227,8 +233,6 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
   std::vector<frank::model::ExpertWeights*> used;  // the pool, then the shared expert (table index E)
   for (int32_t e : pool) used.push_back(&w.experts[e]);
   used.push_back(&w.shared);
-  for (auto* ew : used)
-    ew->gate = random_matrix(I, D, a), ew->up = random_matrix(I, D, a), ew->down = random_matrix(D, I, b);
   frank::Tensor x = random_matrix(n_max, D, 1.0f);
   std::vector<int32_t> tokens(n_max), experts;
   std::iota(tokens.begin(), tokens.end(), 0);
@@ -241,37 +245,60 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
   // Gate values above the limit and up values beyond it on either side, over the tokens' routed
   // experts until both have been seen 10 times: the clamp must be exercised on both sides.
   long clamped_g = 0, clamped_u = 0;
-  std::vector<float> g(I), u(I);
-  for (size_t i = 0; i < experts.size() && (clamped_g < 10 || clamped_u < 10); ++i) {
-    frank::cpu::linear(x.row(static_cast<int64_t>(i) / k), 1, w.experts[experts[i]].gate, g.data());
-    frank::cpu::linear(x.row(static_cast<int64_t>(i) / k), 1, w.experts[experts[i]].up, u.data());
-    clamped_g += std::count_if(g.begin(), g.end(), [&](float y) { return y > limit; });
-    clamped_u += std::count_if(u.begin(), u.end(), [&](float y) { return std::abs(y) > limit; });
-  }
+  const auto count_clamps = [&] {
+    clamped_g = clamped_u = 0;
+    std::vector<float> g(I), u(I);
+    for (size_t i = 0; i < experts.size() && (clamped_g < 10 || clamped_u < 10); ++i) {
+      frank::cpu::linear(x.row(static_cast<int64_t>(i) / k), 1, w.experts[experts[i]].gate, g.data());
+      frank::cpu::linear(x.row(static_cast<int64_t>(i) / k), 1, w.experts[experts[i]].up, u.data());
+      clamped_g += std::count_if(g.begin(), g.end(), [&](float y) { return y > limit; });
+      clamped_u += std::count_if(u.begin(), u.end(), [&](float y) { return std::abs(y) > limit; });
+    }
+  };
 
   auto d_x = upload(x.data);
   auto d_experts = upload(experts);
   auto d_weights = upload(weights);
   DeviceBuffer<float> d_hidden(static_cast<size_t>(n_max) * (k + 1) * I), d_out(static_cast<size_t>(n_max) * D);
   int failures = 0;
-  // fp32, the same weights rounded to bf16, then (where D and I suit their 16-byte loads) FP8 in
-  // blocks of 128 and 32 and FP4: every used matrix replaced by random codes whose scales give it
-  // about the fp32 matrix's RMS (so the clamps still act), which the reference computes on directly.
-  std::vector<WeightType> types = {WeightType::F32, WeightType::BF16};
+  // fp32, bf16 (fp32 draws rounded), then (where D and I suit their 16-byte loads) FP8 in blocks of
+  // 128 and 32 and FP4: random codes whose scales give every used matrix about the fp32 draws' RMS
+  // (so the clamps still act), which the reference computes on directly.
+  // Then the shared expert of another type than the routed ones, as DeepSeek-V4-Flash ships them
+  // (FP4 routed, FP8 shared) and other pairs: the routed pass, then the shared expert's added.
+  // Every weight is exact in its type and the sums are fp32 in either pass, so the tolerance of
+  // one type holds (the order, the routed sum then the shared expert, is the reference's).
+  std::vector<Types> cases = {
+      {WeightType::F32, WeightType::F32}, {WeightType::BF16, WeightType::BF16}, {WeightType::BF16, WeightType::F32}};
   if (!misalign && D % 32 == 0 && I % 32 == 0)
-    types.insert(types.end(), {WeightType::Fp8Block128, WeightType::Fp8Block32, WeightType::Fp4});
-  for (WeightType type : types) {
-    if (type == WeightType::BF16)
-      for (auto* ew : used)
-        for (frank::LinearWeight* m : {&ew->gate, &ew->up, &ew->down})
-          for (float& v : m->dense.data) v = round_bf16(v);
-    if (frank::cuda::is_quantized(type))
-      for (auto* ew : used) {
-        ew->gate = random_codes(r, type, I, D, a), ew->up = random_codes(r, type, I, D, a);
-        ew->down = random_codes(r, type, D, I, b);
-      }
+    cases.insert(cases.end(), {{WeightType::Fp8Block128, WeightType::Fp8Block128},
+                               {WeightType::Fp8Block32, WeightType::Fp8Block32},
+                               {WeightType::Fp4, WeightType::Fp4},
+                               {WeightType::Fp4, WeightType::Fp8Block128},
+                               {WeightType::Fp4, WeightType::Fp8Block32},
+                               {WeightType::Fp8Block128, WeightType::BF16},
+                               {WeightType::BF16, WeightType::Fp4}});
+  for (const Types& types : cases) {
+    // Expert i of `used` (the pool, then the shared one) in its type.
+    const auto type_of = [&](size_t i) { return i < pool.size() ? types.routed : types.shared; };
+    for (size_t i = 0; i < used.size(); ++i) {
+      const WeightType type = type_of(i);
+      const auto matrix = [&](int64_t rows, int64_t cols, float s) -> frank::LinearWeight {
+        if (frank::cuda::is_quantized(type)) return random_codes(r, type, rows, cols, s);
+        frank::Tensor t = random_matrix(rows, cols, s);
+        if (type == WeightType::BF16)
+          for (float& v : t.data) v = round_bf16(v);
+        return t;
+      };
+      used[i]->gate = matrix(I, D, a), used[i]->up = matrix(I, D, a), used[i]->down = matrix(D, I, b);
+    }
+    count_clamps();
+    const std::string type_name = types.shared == types.routed
+                                      ? frank::cuda::weight_type_name(types.routed)
+                                      : std::string(frank::cuda::weight_type_name(types.routed)) + "+" +
+                                            frank::cuda::weight_type_name(types.shared) + " shared";
     const frank::Tensor want = frank::engine::moe_forward(c, w, true, x, tokens);
-    // Device copies of the used experts; every other table entry points at the shared expert.
+    // Device copies of the used experts; every other table entry (never chosen) points at the shared expert.
     std::vector<std::unique_ptr<DeviceBuffer<float>>> f32;
     std::vector<std::unique_ptr<DeviceBuffer<uint16_t>>> bf16;
     std::vector<std::unique_ptr<DeviceBuffer<uint8_t>>> shipped;
@@ -279,6 +306,7 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
     for (auto& t : tables) t.assign(E + 1, nullptr);
     for (size_t i = 0; i < used.size(); ++i) {
       const int e = i < pool.size() ? pool[i] : E;
+      const WeightType type = type_of(i);
       const frank::LinearWeight* m[3] = {&used[i]->gate, &used[i]->up, &used[i]->down};
       const size_t skip = misalign ? 1 : 0;  // leading elements before the matrix
       for (int q = 0; q < 3; ++q) {
@@ -302,7 +330,7 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
       for (const void*& p : t)
         if (!p) p = t[E];
     auto d_gate = upload(tables[0]), d_up = upload(tables[1]), d_down = upload(tables[2]);
-    const frank::cuda::ExpertTables dev{d_gate->get(), d_up->get(), d_down->get(), type};
+    const frank::cuda::ExpertTables dev{d_gate->get(), d_up->get(), d_down->get(), types.routed, types.shared};
     for (int n : ns) {
       const auto run = [&](cudaStream_t stream) {
         return frank::cuda::moe_experts(d_x->get(), n, D, I, d_experts->get(), d_weights->get(), k, E, dev, limit,
@@ -312,22 +340,37 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
       CUDA_OK(run(nullptr));
       const std::vector<float> got = download(d_out, static_cast<size_t>(n) * D);
       const std::vector<float> ref(want.data.begin(), want.data.begin() + static_cast<ptrdiff_t>(n) * D);
-      char what[128];
-      std::snprintf(what, sizeof what, "%s D=%d I=%d E=%d k=%d n=%d pool=%d%s%s clamp g%ld u%ld",
-                    frank::cuda::weight_type_name(type), D, I, E, k, n, pool_size, distinct ? "" : " repeats",
-                    misalign ? " misaligned" : "", clamped_g, clamped_u);
+      char what[160];
+      std::snprintf(what, sizeof what, "%s D=%d I=%d E=%d k=%d n=%d pool=%d%s%s clamp g%ld u%ld", type_name.c_str(),
+                    D, I, E, k, n, pool_size, distinct ? "" : " repeats", misalign ? " misaligned" : "", clamped_g,
+                    clamped_u);
       failures += report("moe_experts", what, max_scaled_error(got, ref), 1e-4);
       if (n == ns.back())
         failures += report("moe_experts", (std::string(what) + " rerun: bits differ").c_str(),
                            rerun_differences(got, run, d_hidden, d_out), 0);
     }
+    if (clamped_g == 0 || clamped_u == 0)
+      failures += report("moe_experts", (type_name + " clamp not reached").c_str(), 1, 0);
   }
-  if (clamped_g == 0 || clamped_u == 0) failures += report("moe_experts", "clamp not reached", 1, 0);
 
-  const frank::cuda::ExpertTables none{nullptr, nullptr, nullptr, WeightType::F32};
+  const frank::cuda::ExpertTables none{nullptr, nullptr, nullptr, WeightType::F32, WeightType::F32};
   failures += bad_argument("moe_experts", "bad args: k=0",
                            frank::cuda::moe_experts(d_x->get(), 1, D, I, d_experts->get(), d_weights->get(), 0, E, none,
                                                     limit, d_hidden.get(), d_out.get(), nullptr));
+  if (D % 32 != 0 || I % 32 != 0) {
+    // An FP4 shared expert the shape cannot serve is refused before the routed pass would run: out
+    // keeps its bytes. (The tables are never read: any device address will do.)
+    const auto any = reinterpret_cast<const void* const*>(d_x->get());
+    const frank::cuda::ExpertTables fp4_shared{any, any, any, WeightType::F32, WeightType::Fp4};
+    CUDA_OK(cudaMemset(d_out.get(), 0, d_out.size() * sizeof(float)));
+    failures += bad_argument("moe_experts", "bad args: fp4 shared expert, D or I % 32 != 0",
+                             frank::cuda::moe_experts(d_x->get(), n_max, D, I, d_experts->get(), d_weights->get(), k, E,
+                                                      fp4_shared, limit, d_hidden.get(), d_out.get(), nullptr));
+    const std::vector<float> kept = download(d_out, d_out.size());
+    failures += report("moe_experts", "bad args: out written before the refusal",
+                       static_cast<double>(std::count_if(kept.begin(), kept.end(), [](float v) { return v != 0.0f; })),
+                       0);
+  }
   return failures;
 }
 
@@ -362,10 +405,12 @@ int check_moe_ops(uint64_t seed) {
   failures += check_moe(r, 37, 19, 8, 3, 1, false, {11});
   failures += check_moe(r, 96, 40, 8, 2, 8, true, {1, 13});
   failures += check_moe(r, 64, 24, 8, 2, 4, true, {3, 9}, true);
-  // D and I multiples of 32: also FP8 and FP4 (one 16-byte load of e2m1 covers a row of I).
+  // D and I multiples of 32: also FP8 and FP4 (one 16-byte load of e2m1 covers a row of I), and
+  // the shared expert in another type than the routed ones.
   failures += check_moe(r, 64, 32, 8, 2, 4, true, {3, 9});
   // DeepSeek-V4-Flash: tokens share experts from a pool of 12, as decode steps often do (n = 1, 2,
-  // 4, 8: every token-count kernel); then all tokens choose the same 6 experts.
+  // 4, 8: every token-count kernel); then all tokens choose the same 6 experts. Both with the
+  // checkpoint's types too: FP4 routed experts, FP8 shared expert.
   failures += check_moe(r, 4096, 2048, 256, 6, 12, true, {1, 2, 4, 8});
   failures += check_moe(r, 4096, 2048, 256, 6, 6, true, {3, 4});
   return failures;

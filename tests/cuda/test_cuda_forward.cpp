@@ -8,9 +8,11 @@
 // more. bf16 weights: the CUDA model rounds its Linear weights to bf16 and is compared with the CPU
 // reference run on exactly those rounded values, <= 2e-2 * max(1, |cpu|): the weights are equal,
 // so what remains is again accumulation order, amplified where activations are large. FP8/FP4
-// checkpoints (tiny-v4-fp8-*): their dense Linears run on the GPU's FP8 / FP4 kernels over the
-// shipped bytes, their experts on values decoded on the host; either way every weight is exact
-// (in bf16 too), so the CPU reference keeps them as they are and the same tolerances hold.
+// checkpoints (tiny-v4-fp8-*): their dense Linears and their experts (FP4 routed, FP8 shared: two
+// passes of the MoE kernels, each type as shipped) run on the GPU's FP8 / FP4 kernels over the
+// shipped bytes, every weight exact, so the CPU reference keeps them as they are and the same
+// tolerances hold. That the experts do stay as shipped is checked on its own
+// (CudaForward.ShippedExpertsStayInTheirTypes).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -23,6 +25,7 @@
 
 #include "frank/core/error.h"
 #include "frank/cuda/cuda_model.h"
+#include "frank/cuda/native_weight.h"
 #include "frank/engine/run_modes.h"
 #include "frank/engine/sampling.h"
 #include "frank/model/loader.h"
@@ -154,6 +157,81 @@ TEST(CudaGraphs, ReplayedStepsEqualEagerStepsBitForBit) {
                                replayed, graphs.step_times().size());
     }
   }
+}
+
+// The FP8 / FP4 fixtures' experts stay on the device as shipped, in two types a layer (the logits
+// tests above run them): FP4 routed experts and an FP8 shared expert (blocks of 128 in
+// tiny-v4-fp8-fp4, of 32 in tiny-v4-fp8b32-fp4). Each layer's tables add exactly the shipped bytes
+// of its experts and three tables of E + 1 pointers to device memory; experts decoded to fp32
+// would take 4x (FP8) to 7.5x (FP4) the bytes.
+TEST(CudaForward, ShippedExpertsStayInTheirTypes) {
+  REQUIRE_GPU();
+  int checked = 0;
+  for (const auto& dir : fixture_dirs()) {
+    const auto model = load(dir);
+    const auto& layers = model->weights().layers;
+    if (layers.empty() || !layers.front().moe.shared.gate.quantized) continue;
+    ++checked;
+    cuda::DeviceWeights weights(cuda::WeightType::F32, nullptr);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const model::MoeWeights& moe = layers[l].moe;
+      const size_t before = weights.bytes();
+      const cuda::ExpertTables& tables = weights.experts(moe);
+      EXPECT_EQ(tables.type, cuda::WeightType::Fp4) << dir.filename() << " layer " << l;
+      EXPECT_EQ(tables.shared_type, cuda::native_type(*moe.shared.gate.quantized))
+          << dir.filename() << " layer " << l;
+      EXPECT_TRUE(cuda::is_quantized(tables.shared_type));
+      size_t shipped = 3 * (moe.experts.size() + 1) * sizeof(const void*);
+      const auto add = [&](const model::ExpertWeights& x) {
+        for (const LinearWeight* m : {&x.gate, &x.up, &x.down})
+          shipped += cuda::native_bytes(m->quantized.value()).size();
+      };
+      for (const model::ExpertWeights& x : moe.experts) add(x);
+      add(moe.shared);
+      EXPECT_EQ(weights.bytes() - before, shipped) << dir.filename() << " layer " << l;
+    }
+  }
+  EXPECT_GT(checked, 0) << "no fixture with FP8 / FP4 experts: the native path was not checked";
+}
+
+// expert_types on hand-made experts (host only: runs without a GPU). Only the matrices' formats
+// and shapes matter, so the quantised ones carry no bytes.
+LinearWeight shaped(QuantizedMatrix::Format format, int64_t rows, int64_t cols, int block = 0) {
+  QuantizedMatrix q;
+  q.format = format, q.rows = rows, q.cols = cols, q.block = block;
+  LinearWeight w;
+  w.quantized = std::move(q);
+  return w;
+}
+model::ExpertWeights expert_of(QuantizedMatrix::Format format, int64_t D, int64_t I, int block = 0) {
+  return {shaped(format, I, D, block), shaped(format, I, D, block), shaped(format, D, I, block)};
+}
+
+TEST(CudaForward, ExpertTypesKeepEachGroupsShippedType) {
+  using F = QuantizedMatrix::Format;
+  using cuda::WeightType;
+  const auto types = [](const std::vector<model::ExpertWeights>& routed, const model::ExpertWeights& shared) {
+    std::vector<const model::ExpertWeights*> r;
+    for (const auto& x : routed) r.push_back(&x);
+    const cuda::ExpertTypes t = cuda::expert_types(r, shared, WeightType::BF16);
+    return std::pair{t.routed, t.shared};
+  };
+  const model::ExpertWeights fp4 = expert_of(F::Fp4, 64, 32), fp8 = expert_of(F::Fp8Block, 64, 32, 128);
+  const model::ExpertWeights fp8b32 = expert_of(F::Fp8Block, 64, 32, 32);
+  // DeepSeek-V4-Flash: FP4 routed, FP8 shared; each group as shipped.
+  EXPECT_EQ(types({fp4, fp4}, fp8), std::pair(WeightType::Fp4, WeightType::Fp8Block128));
+  EXPECT_EQ(types({fp4}, fp8b32), std::pair(WeightType::Fp4, WeightType::Fp8Block32));
+  EXPECT_EQ(types({fp8, fp8}, fp8), std::pair(WeightType::Fp8Block128, WeightType::Fp8Block128));
+  // A routed group of two types, or with a dense expert, is decoded; the shared one keeps its type.
+  EXPECT_EQ(types({fp4, fp8}, fp8), std::pair(WeightType::BF16, WeightType::Fp8Block128));
+  const model::ExpertWeights dense{Tensor({32, 64}), Tensor({32, 64}), Tensor({64, 32})};
+  EXPECT_EQ(types({fp4, dense}, fp4), std::pair(WeightType::BF16, WeightType::Fp4));
+  EXPECT_EQ(types({fp4}, dense), std::pair(WeightType::Fp4, WeightType::BF16));
+  EXPECT_EQ(types({}, fp8), std::pair(WeightType::BF16, WeightType::Fp8Block128));
+  // Rows the 16-byte loads do not fit (I = 48: 32 e2m1 a load; 16 e4m3 fit it), and EXL3: decoded.
+  EXPECT_EQ(types({expert_of(F::Fp4, 64, 48)}, expert_of(F::Fp8Block, 64, 48, 128)),
+            std::pair(WeightType::BF16, WeightType::Fp8Block128));
+  EXPECT_EQ(types({fp4}, expert_of(F::Exl3, 64, 32)), std::pair(WeightType::Fp4, WeightType::BF16));
 }
 
 // An id outside the vocabulary is refused before anything runs, and the session goes on unharmed.

@@ -68,9 +68,20 @@ TEST(CudaHybrid, AThirdOfTheExpertsOnTheCpuGivesTheSameLogits) {
       const cuda::CpuExperts::Times times = split.device_weights().cpu_experts()->take_times();
 
       const Worst vs_reference = compare(got, reference), vs_gpu = compare(got, gpu_only);
-      // The CPU-homed experts were never uploaded: the device holds exactly their fp32 bytes less,
+      // The CPU-homed experts were never uploaded: the device holds exactly their bytes less, as the
+      // layer's table stores routed experts (fp32, or FP4 as shipped by the FP8 / FP4 fixtures),
       // plus the home flags of the split layers.
-      const double expert_bytes = 3.0 * c.moe_intermediate_size * c.hidden_size * 4;
+      double cpu_expert_bytes = 0;
+      for (int l = 0; l < c.num_layers; ++l) {
+        const model::MoeWeights& moe = model->weights().layers[static_cast<size_t>(l)].moe;
+        const cuda::WeightType type = split.device_weights().experts(moe).type;
+        for (int e = 0; e < c.n_routed_experts; ++e)
+          if (split.device_weights().cpu_experts()->homes().on_cpu(l, e)) {
+            const model::ExpertWeights& x = moe.experts[static_cast<size_t>(e)];
+            for (const LinearWeight* m : {&x.gate, &x.up, &x.down})
+              cpu_expert_bytes += static_cast<double>(cuda::weight_bytes(type, m->rows(), m->cols()));
+          }
+      }
       const double saved = static_cast<double>(all_gpu.weight_bytes()) - static_cast<double>(split.weight_bytes());
       std::cout << fmt::format(
           "[ split ] {} {}: {} of {} experts on the CPU ran {} times over {} layer calls ({:.2f} ms computing, "
@@ -81,7 +92,7 @@ TEST(CudaHybrid, AThirdOfTheExpertsOnTheCpuGivesTheSameLogits) {
       EXPECT_LE(vs_reference.err, 1e-3) << f.name() << " " << mode << ": position " << vs_reference.row;
       EXPECT_LE(vs_gpu.err, 1e-3) << f.name() << " " << mode << ": position " << vs_gpu.row;
       EXPECT_GT(times.experts, 0) << "no CPU-homed expert was chosen: the split was not exercised";
-      EXPECT_EQ(saved, static_cast<double>(cpu_count) * expert_bytes - static_cast<double>(split_layers) * c.n_routed_experts);
+      EXPECT_EQ(saved, cpu_expert_bytes - static_cast<double>(split_layers) * c.n_routed_experts);
       EXPECT_TRUE(std::none_of(split.step_times().begin(), split.step_times().end(),
                                [](const cuda::StepTime& t) { return t.graph; }))
           << "steps with CPU experts must be issued eagerly";

@@ -45,7 +45,27 @@ std::vector<uint8_t> dense_bytes(std::span<const float> values, WeightType type)
   return out;
 }
 
+// The one FP8 / FP4 type of every matrix of `experts` whose rows the MoE kernels' 16-byte loads
+// fit (moe_experts: 16 e4m3 or 32 e2m1); nothing when there are none, when any is dense or EXL3 or
+// its rows do not fit, or when they differ.
+std::optional<WeightType> native_expert_type(std::span<const model::ExpertWeights* const> experts) {
+  std::optional<WeightType> type;
+  for (const model::ExpertWeights* x : experts)
+    for (const LinearWeight* m : {&x->gate, &x->up, &x->down}) {
+      const std::optional<WeightType> t = shipped_type(*m);
+      if (!t || (type && t != type) || m->cols() % (t == WeightType::Fp4 ? 32 : 16) != 0) return std::nullopt;
+      type = t;
+    }
+  return type;
+}
+
 }  // namespace
+
+ExpertTypes expert_types(std::span<const model::ExpertWeights* const> routed, const model::ExpertWeights& shared,
+                         WeightType dense) {
+  const model::ExpertWeights* const shared_one[] = {&shared};
+  return {native_expert_type(routed).value_or(dense), native_expert_type(shared_one).value_or(dense)};
+}
 
 std::vector<uint8_t> stored_bytes(const LinearWeight& host, WeightType type) {
   if (is_quantized(type)) {
@@ -151,38 +171,29 @@ const int32_t* DeviceWeights::tid2eid(const model::MoeWeights& moe) {
 const ExpertTables& DeviceWeights::experts(const model::MoeWeights& moe) {
   auto it = experts_.find(&moe);
   if (it != experts_.end()) return it->second;
-  // The experts the GPU holds (the routed ones not homed on the CPU, then the shared one at E).
-  std::vector<const model::ExpertWeights*> held;
+  // The routed experts' type covers the CPU-homed ones too: the cache slots hold their copies in it.
+  std::vector<const model::ExpertWeights*> routed;
+  for (const model::ExpertWeights& x : moe.experts) routed.push_back(&x);
+  const ExpertTypes types = expert_types(routed, moe.shared, linear_type_);
+  // The experts the GPU holds: the routed ones not homed on the CPU (null: stays in host memory),
+  // then the shared one at E.
   const int layer = cpu_experts_ ? cpu_experts_->layer_of(moe) : -1;
-  for (size_t e = 0; e <= moe.experts.size(); ++e) {
-    const bool on_cpu =
-        layer >= 0 && e < moe.experts.size() && cpu_experts_->homes().on_cpu(layer, static_cast<int>(e));
-    held.push_back(on_cpu ? nullptr : e < moe.experts.size() ? &moe.experts[e] : &moe.shared);
-  }
-  // As shipped when every matrix held is FP8 / FP4 of one type whose 16-byte loads fit its rows
-  // (moe_experts: 16 e4m3 or 32 e2m1); otherwise all decoded on the host as linear_type_.
-  std::optional<WeightType> type;
-  bool native = true;
-  for (const model::ExpertWeights* x : held) {
-    if (x == nullptr) continue;
-    for (const LinearWeight* m : {&x->gate, &x->up, &x->down}) {
-      const std::optional<WeightType> t = shipped_type(*m);
-      native = native && t && (!type || t == type) && m->cols() % (t == WeightType::Fp4 ? 32 : 16) == 0;
-      type = t;
-    }
-  }
-  native = native && type.has_value();
   std::vector<const void*> gate, up, down;
-  for (const model::ExpertWeights* x : held) {
-    const auto data = [&](const LinearWeight& m) { return native ? linear(m).data : dense_linear(m).data; };
-    gate.push_back(x ? data(x->gate) : nullptr);  // null: stays in host memory
-    up.push_back(x ? data(x->up) : nullptr);
-    down.push_back(x ? data(x->down) : nullptr);
+  for (size_t e = 0; e <= moe.experts.size(); ++e) {
+    const bool is_shared = e == moe.experts.size();
+    if (!is_shared && layer >= 0 && cpu_experts_->homes().on_cpu(layer, static_cast<int>(e))) {
+      gate.push_back(nullptr), up.push_back(nullptr), down.push_back(nullptr);
+      continue;
+    }
+    const model::ExpertWeights& x = is_shared ? moe.shared : moe.experts[e];
+    const WeightType type = is_shared ? types.shared : types.routed;
+    const auto data = [&](const LinearWeight& m) { return is_quantized(type) ? linear(m).data : dense_linear(m).data; };
+    gate.push_back(data(x.gate)), up.push_back(data(x.up)), down.push_back(data(x.down));
   }
   const size_t bytes = gate.size() * sizeof(const void*);
-  ExpertTables t{static_cast<const void* const*>(upload(gate.data(), bytes)),
-                 static_cast<const void* const*>(upload(up.data(), bytes)),
-                 static_cast<const void* const*>(upload(down.data(), bytes)), native ? *type : linear_type_};
+  const ExpertTables t{static_cast<const void* const*>(upload(gate.data(), bytes)),
+                       static_cast<const void* const*>(upload(up.data(), bytes)),
+                       static_cast<const void* const*>(upload(down.data(), bytes)), types.routed, types.shared};
   return experts_.emplace(&moe, t).first->second;
 }
 

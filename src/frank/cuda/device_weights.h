@@ -4,9 +4,10 @@
 // backend). Dense Linear weights are stored as fp32 (exactness tests) or rounded to bf16 (serving;
 // round to nearest even, as torch's .to(bfloat16)); everything else stays fp32. FP8 / FP4 Linear
 // weights are stored as the checkpoint ships them (native_weight.h: their bytes and scales, about
-// 1 and 0.5 bytes a weight) and computed on by the FP8 / FP4 kernels; so are a layer's experts
-// when every matrix the GPU holds is FP8 / FP4 of one type with rows the MoE kernels' loads fit
-// (DeviceWeights::experts). Other experts and EXL3 weights are decoded on the host and stored like
+// 1 and 0.5 bytes a weight) and computed on by the FP8 / FP4 kernels; so are a layer's routed
+// experts when all their matrices are FP8 / FP4 of one type with rows the MoE kernels' loads fit,
+// and its shared expert on the same terms with a type of its own (expert_types; DeepSeek-V4-Flash:
+// FP4 routed, FP8 shared). Other experts and EXL3 weights are decoded on the host and stored like
 // dense ones: FP8 / FP4 values are exact in either type, EXL3's are its fp32 decoding.
 //
 // Routed experts homed on the CPU by a plan (set_cpu_experts, issue 7) are never uploaded: their
@@ -42,6 +43,16 @@ WeightType parse_weight_type(const std::string& text);
 // (`type` must be its own), fp32 or bf16 decoded on the host. frank::Error for a shape-only weight.
 std::vector<uint8_t> stored_bytes(const LinearWeight& host, WeightType type);
 
+// The types DeviceWeights stores a layer's experts in (ExpertTables::type, shared_type): for the
+// routed experts (CPU-homed ones included: the cache slots copy them in it) and for the shared one,
+// each the FP8 / FP4 type of all its matrices, as shipped, if they have one that the MoE kernels'
+// 16-byte loads fit (cols a multiple of 16 e4m3 / 32 e2m1); else `dense` (decoded on the host).
+struct ExpertTypes {
+  WeightType routed, shared;
+};
+ExpertTypes expert_types(std::span<const model::ExpertWeights* const> routed, const model::ExpertWeights& shared,
+                         WeightType dense);
+
 class DeviceWeights {
  public:
   DeviceWeights(WeightType linear_type, cudaStream_t stream, uint64_t synthetic_seed = 0)
@@ -61,8 +72,8 @@ class DeviceWeights {
   const Linear& linear(const LinearWeight& host);
   const float* inv_freq(const engine::RopeTable& rope);
   const int32_t* tid2eid(const model::MoeWeights& moe);
-  // Device tables of the routed experts' and (at index E) the shared expert's weights; a CPU-homed
-  // expert's entries are null.
+  // Device tables of the routed experts' and (at index E) the shared expert's weights, stored in
+  // the types expert_types gives; a CPU-homed expert's entries are null.
   const ExpertTables& experts(const model::MoeWeights& moe);
 
   // Homes some routed experts on the CPU (before any expert is uploaded: frank::Error otherwise).
@@ -90,7 +101,7 @@ class DeviceWeights {
   void* upload(const void* src, size_t bytes);
   const void* upload_linear(std::span<const float> values);
   // A Linear stored as `linear_type_` (a quantised one decoded on the host): the expert tables'
-  // matrices when they are not all of one FP8 / FP4 type.
+  // matrices of experts without a native type (expert_types).
   const Linear& dense_linear(const LinearWeight& host);
   void* allocate(size_t bytes);
   // Device memory for a shape-only host weight, filled with random values.

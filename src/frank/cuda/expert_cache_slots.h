@@ -8,8 +8,9 @@
 // After each step (DeviceWeights::end_step, on the host, once the host has the step's routings):
 //   1. the policy sees the step's CPU-homed experts (CpuExperts::take_step_usage) and decides;
 //   2. each evicted expert's table entries go back to null and its flag to "CPU";
-//   3. each admitted expert's weights are converted on the host to the table's format (as
-//      DeviceWeights stores it: stored_bytes; on CpuExperts' pool) into pinned staging, then
+//   3. each admitted expert's weights are converted on the host to the table's routed format
+//      (ExpertTables::type, as DeviceWeights stores it: stored_bytes; on CpuExperts' pool; the
+//      shared expert's type, which may differ, plays no part) into pinned staging, then
 //      copied into its slot, and its entries and flag are pointed at the slot.
 // Everything the GPU reads is written on a side stream that first waits for the step's kernels
 // (an evicted slot may still be read by them); the next step's first split layer waits for the

@@ -4,6 +4,11 @@
 //            for every expert u of the group and token t that chose it, w_ut its routing weight
 //            (1 for the shared expert, which every token takes);
 //   down:    out[t][d] = sum over t's pairs (u, t) of down_u[d]·hidden[(u, t)].
+// A layer whose shared expert has another type than its routed ones (DeepSeek-V4-Flash ships FP8
+// and FP4) runs the two kernels twice: over the routed experts alone, writing out, then over the
+// shared expert alone (k = 0), whose down kernel adds its sums to out — the reference's order
+// (the routed sum, then the shared expert), each value still written by one thread. One type: one
+// pass with both, the shared expert last in every group's plan.
 // Each block first builds the group's plan (moe_plan.cuh): its distinct experts, the tokens of each
 // and their rows of `hidden` (one per pair, at most n*(k+1)). At decode every weight is then read
 // once, and every multiprocessor streams an equal share with many 16-byte loads in flight:
@@ -84,15 +89,15 @@ __device__ void run_passes(const Plan& p, const Passes& passes) {
 template <class T, int V, int TC>
 __global__ void __launch_bounds__(kThreads, 2)
     gate_up_kernel(const float* __restrict__ x, int n, int D, int I, const int32_t* __restrict__ experts,
-                   const float* __restrict__ weights, int k, int E, const void* const* gate, const void* const* up,
-                   MatrixLayout layout, float limit, float* __restrict__ hidden) {
+                   const float* __restrict__ weights, int k, int E, bool shared, const void* const* gate,
+                   const void* const* up, MatrixLayout layout, float limit, float* __restrict__ hidden) {
   constexpr int R = Shape<TC>::gate_rows, M = 2 * R * TC, S = Shape<TC>::gate_slices, kTeams = kWarps / S;
   constexpr int kChunks = kQuantized<T> ? 1 : 16 / S, kUnits = kPartFloats / (S * M);
   __shared__ Plan p;
   __shared__ float part[kUnits][S][M];  // [unit of the pass][slice][(2r + up) * TC + t]
   const int group = blockIdx.y, slice = threadIdx.x / 32 % S, team = threadIdx.x / 32 / S, lane = threadIdx.x % 32;
   cudaGridDependencySynchronize();  // the previous kernel (route) has written experts and weights
-  build_plan(p, experts, weights, n, k, E, group, gate, up);
+  build_plan(p, experts, weights, n, k, E, shared, group, gate, up);
   cudaTriggerProgrammaticLaunchCompletion();  // the down kernel may take the multiprocessors we leave
   const int row_units = (I + R - 1) / R, units = p.count * row_units;
   const int begin = static_cast<int>(int64_t{units} * blockIdx.x / gridDim.x);
@@ -157,18 +162,20 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // grid (blocks per group, groups). Unit = output rows d0 .. d0 + R; warp w sums over its slice of
-// the chunks of 32*V columns of every expert's I, the experts in plan order.
+// the chunks of 32*V columns of every expert's I, the experts in plan order. `add_to_out`: the sum
+// is added to out (a pass after the routed experts' one) instead of stored.
 template <class T, int V, int TC>
 __global__ void __launch_bounds__(kThreads, 2)
     down_kernel(const float* __restrict__ hidden, int n, int D, int I, const int32_t* __restrict__ experts, int k,
-                int E, const void* const* down, MatrixLayout layout, float* __restrict__ out) {
+                int E, bool shared, bool add_to_out, const void* const* down, MatrixLayout layout,
+                float* __restrict__ out) {
   constexpr int R = kQuantized<T> ? 4 : Shape<TC>::down_rows, M = R * TC;
   constexpr int kChunks = kQuantized<T> ? 1 : Shape<TC>::down_chunks;
   constexpr int kUnits = kPartFloats / (kWarps * M);
   __shared__ Plan p;
   __shared__ float part[kUnits][kWarps][M];  // [unit of the pass][warp][r * TC + t]
   const int group = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  build_plan(p, experts, nullptr, n, k, E, group, down, nullptr);
+  build_plan(p, experts, nullptr, n, k, E, shared, group, down, nullptr);
   const int units = (D + R - 1) / R;
   const int begin = static_cast<int>(int64_t{units} * blockIdx.x / gridDim.x);
   const int end = static_cast<int>(int64_t{units} * (blockIdx.x + 1) / gridDim.x);
@@ -219,7 +226,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         const float s = warp_sums<M>(acc);
         if (lane < M) part[i][warp][lane] = s;
       }
-      if (!waited) {  // out is written only after gate_up has ended (in case it aliases gate_up's inputs)
+      // out is written (or read) only after gate_up has ended: it may alias gate_up's inputs, and in
+      // the shared expert's pass gate_up ends after the routed pass's down has written out.
+      if (!waited) {
         cudaGridDependencySynchronize();
         waited = true;
       }
@@ -229,7 +238,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (d >= D || t >= tokens) continue;
         float sum = 0.0f;
         for (int w = 0; w < kWarps; ++w) sum += part[i][w][r * TC + t];
-        out[(static_cast<size_t>(group) * kGroup + t) * D + d] = sum;
+        float& o = out[(static_cast<size_t>(group) * kGroup + t) * D + d];
+        o = add_to_out ? o + sum : sum;
       }
       __syncthreads();
     }
@@ -268,41 +278,60 @@ int blocks_for(int resident, int groups, int64_t units) {
   return static_cast<int>(std::clamp<int64_t>((resident + groups - 1) / groups, 1, std::max<int64_t>(units, 1)));
 }
 
+// One pass of the two kernels: the routed experts of k slots a token (k = 0: none), then the
+// shared expert if `shared`; down adds to out if `add_to_out`, else stores.
+struct Pass {
+  int k;
+  bool shared, add_to_out;
+};
+
 template <class T, int V, int TC>
-cudaError_t launch(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
-                   const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream) {
+cudaError_t launch(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, Pass pass, int E,
+                   const ExpertTables& tables, WeightType type, float limit, float* hidden, float* out,
+                   cudaStream_t stream) {
   static std::atomic<int> gate_up_cache[kMaxDevices], down_cache[kMaxDevices];
   const int groups = (n + kGroup - 1) / kGroup;
-  const int64_t experts_bound = std::min(std::min(n, kGroup) * k, E) + 1;  // of a group, the shared one too
+  // Distinct experts of a group: the routed ones chosen, the shared one too.
+  const int64_t experts_bound = std::min(std::min(n, kGroup) * pass.k, E) + (pass.shared ? 1 : 0);
   const int64_t gate_units = experts_bound * ((I + Shape<TC>::gate_rows - 1) / Shape<TC>::gate_rows);
   const int64_t down_units = (D + Shape<TC>::down_rows - 1) / Shape<TC>::down_rows;
   const dim3 gate_grid(blocks_for(resident_blocks(gate_up_kernel<T, V, TC>, gate_up_cache), groups, gate_units),
                        groups);
   const dim3 down_grid(blocks_for(resident_blocks(down_kernel<T, V, TC>, down_cache), groups, down_units), groups);
-  if (const cudaError_t e =
-          launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, dim3(kThreads), 0, stream, x, n, D, I, experts, weights,
-                           k, E, tables.gate, tables.up, layout_of(tables.type, I, D), limit, hidden))
+  if (const cudaError_t e = launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, dim3(kThreads), 0, stream, x, n, D,
+                                             I, experts, weights, pass.k, E, pass.shared, tables.gate, tables.up,
+                                             layout_of(type, I, D), limit, hidden))
     return e;
-  return launch_dependent(down_kernel<T, V, TC>, down_grid, dim3(kThreads), 0, stream, hidden, n, D, I, experts, k, E,
-                          tables.down, layout_of(tables.type, D, I), out);
+  return launch_dependent(down_kernel<T, V, TC>, down_grid, dim3(kThreads), 0, stream, hidden, n, D, I, experts,
+                          pass.k, E, pass.shared, pass.add_to_out, tables.down, layout_of(type, D, I), out);
 }
+
+// Weights of T in one 16-byte load: 4 fp32, 8 bf16, 16 e4m3, 32 e2m1.
+template <class T>
+constexpr int kVector = std::is_same_v<T, Fp8> ? 16 : std::is_same_v<T, Fp4> ? 32 : 16 / sizeof(T);
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// 16-byte loads (V weights: 4 fp32, 8 bf16, 16 e4m3, 32 e2m1) when the activation rows allow them,
-// with TC = the group's tokens rounded up to a power of two; single loads (TC = kGroup) otherwise,
-// which FP8 / FP4 do not have (refused). Expert matrices that are not 16-byte aligned are read
-// element by element inside the kernels.
+// Whether the kernels of T read 16-byte loads (which FP8 / FP4 need): the activation rows allow them.
 template <class T>
-cudaError_t launch_type(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
-                        const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream) {
-  constexpr int V = std::is_same_v<T, Fp8> ? 16 : std::is_same_v<T, Fp4> ? 32 : 16 / sizeof(T);
+bool vector_loads(int D, int I, const float* x, const float* hidden) {
+  return D % kVector<T> == 0 && I % kVector<T> == 0 && aligned16(x) && aligned16(hidden);
+}
+
+// 16-byte loads (vector_loads) with TC = the group's tokens rounded up to a power of two; single
+// loads (TC = kGroup) otherwise. Expert matrices that are not 16-byte aligned are read element by
+// element inside the kernels.
+template <class T>
+cudaError_t launch_type(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, Pass pass,
+                        int E, const ExpertTables& tables, WeightType type, float limit, float* hidden, float* out,
+                        cudaStream_t stream) {
+  constexpr int V = kVector<T>;
   const auto go = [&](auto launcher) {
-    return launcher(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
+    return launcher(x, n, D, I, experts, weights, pass, E, tables, type, limit, hidden, out, stream);
   };
-  if (D % V != 0 || I % V != 0 || !aligned16(x) || !aligned16(hidden)) {
+  if (!vector_loads<T>(D, I, x, hidden)) {
     if constexpr (kQuantized<T>)
-      return cudaErrorInvalidValue;
+      return cudaErrorInvalidValue;  // refused up front by moe_experts
     else
       return go(launch<T, 1, kGroup>);
   }
@@ -313,6 +342,23 @@ cudaError_t launch_type(const float* x, int n, int D, int I, const int32_t* expe
   return go(launch<T, V, 8>);
 }
 
+// `run` called with a value of the kernels' weight type for `type` (nothing for an unknown type).
+template <class Run>
+cudaError_t with_type(WeightType type, const Run& run) {
+  switch (type) {
+    case WeightType::F32:
+      return run(float{});
+    case WeightType::BF16:
+      return run(bf16{});
+    case WeightType::Fp8Block128:
+    case WeightType::Fp8Block32:
+      return run(Fp8{});
+    case WeightType::Fp4:
+      return run(Fp4{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
 
 cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
@@ -321,19 +367,22 @@ cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* expe
   if ((n + kGroup - 1) / kGroup > 65535) return cudaErrorInvalidValue;  // grid.y
   if (!x || !experts || !weights || !hidden || !out || !tables.gate || !tables.up || !tables.down)
     return cudaErrorInvalidValue;
+  // Both types checked before anything runs: a refused shared pass must not follow a routed one.
+  for (WeightType type : {tables.type, tables.shared_type})
+    if (const cudaError_t e = with_type(type, [&](auto t) {
+          using T = decltype(t);
+          return kQuantized<T> && !vector_loads<T>(D, I, x, hidden) ? cudaErrorInvalidValue : cudaSuccess;
+        }))
+      return e;
   if (n == 0) return cudaSuccess;
-  switch (tables.type) {
-    case WeightType::F32:
-      return launch_type<float>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
-    case WeightType::BF16:
-      return launch_type<bf16>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
-    case WeightType::Fp8Block128:
-    case WeightType::Fp8Block32:
-      return launch_type<Fp8>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
-    case WeightType::Fp4:
-      return launch_type<Fp4>(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out, stream);
-  }
-  return cudaErrorInvalidValue;
+  const auto pass = [&](WeightType type, Pass p) {
+    return with_type(type, [&](auto t) {
+      return launch_type<decltype(t)>(x, n, D, I, experts, weights, p, E, tables, type, limit, hidden, out, stream);
+    });
+  };
+  if (tables.shared_type == tables.type) return pass(tables.type, {k, true, false});
+  if (const cudaError_t e = pass(tables.type, {k, false, false})) return e;
+  return pass(tables.shared_type, {0, true, true});
 }
 
 }  // namespace frank::cuda

@@ -20,9 +20,10 @@ static_assert(kThreads >= kMaxExperts, "build_plan gives each slot and each expe
 using bf16 = uint16_t;  // raw bfloat16 bits: the high half of an fp32
 
 // A group's experts u < count: the distinct valid routed ones in order of first choice, then the
-// shared one (every token of the group). Pairs (u, t), ordered by u then token, are the rows of
-// the group's part of `hidden`: u's tokens take rows base[u] ... in token order. A token takes at
-// most k routed experts and the shared one, so the group's tokens * (k + 1) rows suffice.
+// shared one (every token of the group) when the pass has it. Pairs (u, t), ordered by u then
+// token, are the rows of the group's part of `hidden`: u's tokens take rows base[u] ... in token
+// order. A token takes at most k routed experts and the shared one, so the group's tokens * (k + 1)
+// rows suffice. A pass of the shared expert alone has k = 0: no slot, the shared one is u = 0.
 struct Plan {
   int count;
   const void* w[2][kMaxExperts];      // the kernel's matrices (gate, up or down) of each
@@ -48,9 +49,11 @@ __device__ inline void set_expert(Plan& p, int u, int e, const void* const* m0, 
 }
 
 // Every thread of the block calls it. Expert ids outside [0, E) (route gives -1 to a token with
-// fewer selectable experts than k) are skipped. `weights` may be null (down needs none).
+// fewer selectable experts than k) are skipped. `weights` may be null (down needs none). `shared`:
+// the plan ends with the shared expert (table index E).
 __device__ inline void build_plan(Plan& p, const int32_t* __restrict__ experts, const float* __restrict__ weights,
-                                  int n, int k, int E, int group, const void* const* m0, const void* const* m1) {
+                                  int n, int k, int E, bool shared, int group, const void* const* m0,
+                                  const void* const* m1) {
   const int j = threadIdx.x, lane = j % 32, warp = j / 32;
   const int tokens = min(kGroup, n - group * kGroup), slots = tokens * k;
   const size_t first_slot = static_cast<size_t>(group) * kGroup * k;
@@ -80,7 +83,7 @@ __device__ inline void build_plan(Plan& p, const int32_t* __restrict__ experts, 
     count += p.owners[w];
   }
   if (owner) p.distinct[j] = u, set_expert(p, u, e, m0, m1);
-  if (j == 0) set_expert(p, count, E, m0, m1), p.mask[count] = (1u << tokens) - 1;
+  if (j == 0 && shared) set_expert(p, count, E, m0, m1), p.mask[count] = (1u << tokens) - 1;
   if (j < kGroup) p.weight[count][j] = 1.0f;
   __syncthreads();
   if (e >= 0) {
@@ -100,7 +103,7 @@ __device__ inline void build_plan(Plan& p, const int32_t* __restrict__ experts, 
     }
   }
   __syncthreads();
-  if (warp == 0) {  // base: an exclusive prefix sum of the experts' token counts
+  if (warp == 0) {  // base: an exclusive prefix sum of the experts' token counts (mask[count] is 0 without shared)
     int carry = 0;
     for (int u0 = 0; u0 <= count; u0 += 32) {
       const int c = u0 + lane <= count ? __popc(p.mask[u0 + lane]) : 0;
@@ -113,7 +116,7 @@ __device__ inline void build_plan(Plan& p, const int32_t* __restrict__ experts, 
       carry += __shfl_sync(0xffffffffu, sum, 31);
     }
   }
-  if (j == 0) p.count = count + 1;
+  if (j == 0) p.count = count + (shared ? 1 : 0);
   __syncthreads();
 }
 

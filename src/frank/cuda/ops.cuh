@@ -219,21 +219,27 @@ cudaError_t route(const float* logits, int n, int E, int k, const float* bias, c
                   const int32_t* forced = nullptr, float gate_temp = 1.0f);
 
 // The weights of every expert, as device tables of device pointers indexed by expert id; the shared
-// expert is index E (one past the routed experts). gate, up: [I, D]; down: [D, I]; every matrix of
-// one `type`, laid out as weight_format.h says. FP8 / FP4 matrices must start 16-byte aligned
-// (cudaMalloc'd buffers do; unchecked: the tables live on the device), and D and I be multiples of
-// 16 (FP8) / 32 (FP4), else moe_experts refuses them; each weight is decoded exactly where it is
-// used, so the result is that over cpu::dequantize's weights.
+// expert is index E (one past the routed experts). gate, up: [I, D]; down: [D, I]; every routed
+// expert's matrices of `type`, the shared expert's of `shared_type` (DeepSeek-V4-Flash ships its
+// routed experts FP4 and its shared expert FP8), laid out as weight_format.h says. FP8 / FP4
+// matrices must start 16-byte aligned (cudaMalloc'd buffers do; unchecked: the tables live on the
+// device), and D and I be multiples of 16 (FP8) / 32 (FP4), else moe_experts refuses them; each
+// weight is decoded exactly where it is used, so the result is that over cpu::dequantize's weights.
 struct ExpertTables {
   const void* const* gate;
   const void* const* up;
   const void* const* down;
-  WeightType type;
+  WeightType type;         // the routed experts' (indices < E)
+  WeightType shared_type;  // the shared expert's (index E)
 };
 
 // out[t] = sum_j weights[t*k + j] * expert(experts[t*k + j], x[t]) + expert(E, x[t]) with
 // expert(e, x) = down_e · (silu(min(gate_e·x, limit)) * clamp(up_e·x, -limit, limit)).
-// `hidden` is scratch of [n, k+1, I] floats. engine::moe_forward.
+// `hidden` is scratch of [n, k+1, I] floats. engine::moe_forward. With one type the routed and
+// shared experts run in one pass of two kernels; with two, a pass of the routed experts stores
+// their sum and a second pass of the same kernels adds the shared expert's output (the reference's
+// order: the routed sum, then the shared expert). Either way every value of out is summed by one
+// thread in a fixed order: every run gives the same bits.
 cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
                         const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream);
 
