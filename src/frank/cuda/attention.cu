@@ -9,21 +9,15 @@
 // (running max m, normaliser l, accumulator acc rescaled whenever m grows); the block merges its
 // warps' states. With one split that merge takes in the sink (which joins the max and the
 // normaliser but adds no value) and writes out; otherwise it writes a partial state to scratch and
-// counts itself in its (token, head group)'s arrival counter (arrival_counter.cuh): the last of the
-// group's split blocks to arrive combines the splits with the sink and writes out (merge_splits,
-// split by split in order, so the result does not depend on which block came last). merge_kernel
-// does the same as a second launch, for a caller that asks for it (the ops check compares the two
-// bit for bit) or a grid with more groups than counters. A merge inside the kernel saves a launch
-// and a grid-completion wait per call, which a decode step (latency-bound between its GEMVs) pays
-// for in microseconds. Splitting spreads a decode token's keys over the whole GPU (64 heads / G =
-// 16 blocks would leave most SMs idle and read every key 16 times through one SM each), and a
-// warp's next key is loaded while it works on the current one. Any number of keys works (HCA's
-// entry count grows with the context) with fixed shared memory. Keys are read in their stored
-// format (kv_rows.cuh) and dequantised into those registers: the sums stay fp32.
+// merge_kernel combines the splits with the sink. Splitting spreads a decode token's keys over the
+// whole GPU (64 heads / G = 16 blocks would leave most SMs idle and read every key 16 times
+// through one SM each), and a warp's next key is loaded while it works on the current one. Any
+// number of keys works (HCA's entry count grows with the context) with fixed shared memory. Keys
+// are read in their stored format (kv_rows.cuh) and dequantised into those registers: the sums
+// stay fp32.
 #include <cmath>
 #include <cstdint>
 
-#include "frank/cuda/arrival_counter.cuh"
 #include "frank/cuda/kv_rows.cuh"
 #include "frank/cuda/launch.cuh"
 #include "frank/cuda/ops.cuh"
@@ -39,11 +33,6 @@ constexpr int kPerLane = kMaxHeadDim / 128;  // float4s per lane for the widest 
 constexpr int kMaxSplits = 16;
 constexpr int kTargetBlocks = 2 * 132;       // about two blocks per SM of an H200
 constexpr int kMergeThreads = kMaxHeadDim / 4;
-// One arrival counter per (token, head group) of a split launch. max_splits splits only grids of
-// at most kTargetBlocks / 2 groups, so every split launch fits today; attend checks it anyway.
-constexpr int kArrivalCounters = kTargetBlocks / 2;
-
-__device__ unsigned g_arrivals[kArrivalCounters];  // split blocks of a group done; zero between launches
 
 // One block per row: row `first + blockIdx.x` of `rows` [*, dim] fp32 is encoded into
 // records[slot(row)], slot(t) = (*start_at + t) % W for the ring, t for a plain array (W = 0).
@@ -109,7 +98,6 @@ struct AttendArgs {
   int splits;
   float* part_acc;  // splits > 1: [(t*H + h)*splits + s][hd]
   float* part_ml;   // splits > 1: [(t*H + h)*splits + s][2]: m, l
-  bool merge_in_kernel;  // splits > 1: the last split block of a group merges (else merge_kernel)
 };
 
 __device__ float4 axpby(float4 x, float a, float4 y, float b) {
@@ -193,25 +181,6 @@ struct WarpStates {  // the block's warps' states for head g, in shared memory
   __device__ float l(int w) const { return l_[w][g]; }
   __device__ float4 acc(int w, int c) const { return acc_[w][g][c]; }
 };
-
-struct SplitStates {  // one (token, head)'s split states in scratch
-  const float* ml_;
-  const float4* acc_;
-  int hd4;
-  __device__ float m(int s) const { return ml_[2 * s]; }
-  __device__ float l(int s) const { return ml_[2 * s + 1]; }
-  __device__ float4 acc(int s, int c) const { return acc_[int64_t{s} * hd4 + c]; }
-};
-
-// Column c of head row th's output from the splits' states in scratch, with the sink: the final
-// merge of attend_kernel's last split block and of merge_kernel alike.
-__device__ void merge_splits(const AttendArgs& a, int64_t th, int c) {
-  const SplitStates st{a.part_ml + 2 * th * a.splits,
-                       reinterpret_cast<const float4*>(a.part_acc + th * a.splits * a.hd), a.hd / 4};
-  float mx, sum;
-  const float4 v = merge_states<kMaxSplits>(st, a.splits, c, true, a.sinks[th % a.H], mx, sum);
-  store_normalised(a, th, c, v, sum);
-}
 
 template <KvFormat F, int G>
 __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
@@ -306,16 +275,29 @@ __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
       if (c == 0) a.part_ml[2 * part] = mx, a.part_ml[2 * part + 1] = sum;
     }
   }
-  // The group's last split block merges its G heads, one float4 column per thread and step.
-  if (whole || !a.merge_in_kernel || !arrived_last(&g_arrivals[blockIdx.x / a.splits], a.splits)) return;
-  for (int idx = threadIdx.x; idx < G * hd4; idx += blockDim.x)
-    merge_splits(a, static_cast<int64_t>(t) * a.H + h0 + idx / hd4, idx % hd4);
 }
+
+struct SplitStates {  // one (token, head)'s split states in scratch
+  const float* ml_;
+  const float4* acc_;
+  int hd4;
+  __device__ float m(int s) const { return ml_[2 * s]; }
+  __device__ float l(int s) const { return ml_[2 * s + 1]; }
+  __device__ float4 acc(int s, int c) const { return acc_[int64_t{s} * hd4 + c]; }
+};
 
 // One block per (token, head): the splits' states with the sink, one float4 column per thread.
 __global__ void __launch_bounds__(kMergeThreads) merge_kernel(AttendArgs a) {
   follow_previous_kernel();
-  for (int c = threadIdx.x; c < a.hd / 4; c += blockDim.x) merge_splits(a, blockIdx.x, c);
+  const int64_t th = blockIdx.x;
+  const int h = static_cast<int>(th % a.H), hd4 = a.hd / 4;
+  const SplitStates st{a.part_ml + 2 * th * a.splits,
+                       reinterpret_cast<const float4*>(a.part_acc + th * a.splits * a.hd), hd4};
+  for (int c = threadIdx.x; c < hd4; c += blockDim.x) {
+    float mx, sum;
+    const float4 v = merge_states<kMaxSplits>(st, a.splits, c, true, a.sinks[h], mx, sum);
+    store_normalised(a, th, c, v, sum);
+  }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -359,7 +341,7 @@ int64_t attend_scratch_floats(int n, int H, int hd) {
 cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
                    const uint8_t* chunk_rows, const int64_t* start, const uint8_t* entries, int compress_ratio,
                    const int32_t* selected, int k_sel, const float* sinks, float scale, const float* inv_freq,
-                   int pairs, float* out, float* scratch, cudaStream_t stream, bool separate_merge) {
+                   int pairs, float* out, float* scratch, cudaStream_t stream) {
   if (!q || !ring || !chunk_rows || !start || !sinks || !out || n < 0 || H < 1 || W < 1 || compress_ratio < 0)
     return cudaErrorInvalidValue;
   // Whole float4s per head row, at most kMaxHeadDim; rows 16-byte aligned at their start.
@@ -377,11 +359,10 @@ cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, cons
   const int splits = max_splits(n, H);
   if (splits > 1 && (!scratch || !aligned16(scratch))) return cudaErrorInvalidValue;
   const int64_t parts = int64_t{n} * H * splits;
-  const int G = heads_per_warp(H);
-  const bool merge_in_kernel = !separate_merge && parts / G / splits <= kArrivalCounters;
   const AttendArgs a{q,     H,     hd,       layout,   ring,     W,   chunk_rows, start,  entries,
                      compress_ratio, selected, k_sel, sinks, scale, inv_freq, pairs, out,   splits,
-                     scratch, splits > 1 ? scratch + parts * hd : nullptr, merge_in_kernel};
+                     scratch, splits > 1 ? scratch + parts * hd : nullptr};
+  const int G = heads_per_warp(H);
   const dim3 grid(static_cast<unsigned>(parts / G));
   const cudaError_t e = with_kv_format(layout.format, [&](auto format) {
     constexpr KvFormat F = decltype(format)::value;
@@ -389,7 +370,7 @@ cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, cons
            : G == 2 ? launch_dependent(attend_kernel<F, 2>, grid, dim3(kWarps * 32), 0, stream, a)
                     : launch_dependent(attend_kernel<F, 1>, grid, dim3(kWarps * 32), 0, stream, a);
   });
-  if (e || splits == 1 || merge_in_kernel) return e;
+  if (e || splits == 1) return e;
   return launch_dependent(merge_kernel, dim3(static_cast<unsigned>(int64_t{n} * H)), dim3(kMergeThreads), 0, stream, a);
 }
 

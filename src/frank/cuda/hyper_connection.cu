@@ -29,7 +29,6 @@
 // hc_collapse needs no logits: collapse_kernel, one block per token, runs the collapse alone.
 #include <cstdint>
 
-#include "frank/cuda/arrival_counter.cuh"
 #include "frank/cuda/hc_sinkhorn.cuh"
 #include "frank/cuda/launch.cuh"
 #include "frank/cuda/ops.cuh"
@@ -145,6 +144,21 @@ __device__ void prefetch_l2(const float* p, int64_t count) {
   for (int64_t i = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * kLine; i < count;
        i += int64_t{gridDim.x} * blockDim.x * kLine)
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i));
+}
+
+// After phase 1: true in the last block of this group to get here (every other block's partial
+// sums are then visible to it). Fences on both sides of the count: the partial sums are written
+// before it, and the last block reads them after it.
+__device__ bool arrived_last(unsigned* arrivals) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicInc(arrivals, gridDim.x - 1) == gridDim.x - 1;  // the last arrival wraps it to 0
+    __threadfence();
+  }
+  __syncthreads();
+  return last;
 }
 
 // Sum over the Threads collapsing threads, warps FirstWarp.. of the block (named barrier 1: in
@@ -357,7 +371,7 @@ __global__ void __launch_bounds__(kThreads) site_kernel(Site a) {
   const float scale_value = threadIdx.x < (Full ? 3 : 1) ? a.scale[threadIdx.x] : 0.0f;
   if (a.norm_weight && blockIdx.y == 0) prefetch_l2(a.norm_weight, a.D);
   partial_sums<V>(a, t0, nt);
-  if (arrived_last(&g_arrivals[blockIdx.y], gridDim.x)) finish<V, M>(a, t0, nt, base_value, scale_value);
+  if (arrived_last(&g_arrivals[blockIdx.y])) finish<V, M>(a, t0, nt, base_value, scale_value);
 }
 
 // hc_collapse, block b: token first + b of a.streams into row b of a.out (a's streams, N, D, K,

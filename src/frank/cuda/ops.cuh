@@ -157,14 +157,11 @@ cudaError_t window_store(uint8_t* ring, int W, const KvRowLayout& layout, const 
 // q and out are [n, H*hd]. engine::attend_with_sink over the decoded keys (the key order does not
 // matter), then engine::RopeTable::apply inverse. `scratch` holds attend_scratch_floats(n, H, hd)
 // floats, 16-byte aligned (may be null when that is 0): a token's keys may be split over several
-// blocks whose partial softmax states meet there. The last of those blocks merges them, counting
-// arrivals in static device counters (as hc_pre does), so two attend calls must not run
-// concurrently (calls on one stream never do). separate_merge: merge in a second kernel instead,
-// with the same bits (only the ops check asks for it, to compare the two).
+// blocks whose partial softmax states meet there.
 cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
                    const uint8_t* chunk_rows, const int64_t* start, const uint8_t* entries, int compress_ratio,
                    const int32_t* selected, int k_sel, const float* sinks, float scale, const float* inv_freq,
-                   int pairs, float* out, float* scratch, cudaStream_t stream, bool separate_merge = false);
+                   int pairs, float* out, float* scratch, cudaStream_t stream);
 int64_t attend_scratch_floats(int n, int H, int hd);
 
 // A compressor's state on the device mirrors engine::CompressorState; what the host keeps there
