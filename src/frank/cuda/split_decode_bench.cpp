@@ -126,10 +126,12 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   const double host_bw = bench::read_bandwidth(probe, pool, 10).median * 1e9;
   probe = {};
 
-  // A GPU-homed routed expert as the GPU stores it (all of them alike).
+  // A GPU-homed routed expert as the GPU stores it (all of them alike), and the shared expert (FP8
+  // with --format fp8-fp4).
   double gpu_expert_bytes = 0;
   for (int e = 0; e < E && gpu_expert_bytes == 0; ++e)
     if (!homes.on_cpu(0, e)) gpu_expert_bytes = stored_expert_bytes(model.weights().layers.front().moe.experts[e], o.weights);
+  const double shared_bytes = stored_expert_bytes(model.weights().layers.front().moe.shared, o.weights);
   cudaEvent_t begin, end;
   check(cudaEventCreate(&begin), "cudaEventCreate");
   check(cudaEventCreate(&end), "cudaEventCreate");
@@ -162,12 +164,12 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
       std::vector<int32_t> chosen(static_cast<size_t>(session.layers[l].last_experts.numel()));
       session.layers[l].last_experts.copy_to_host(chosen.data());
       check(cudaStreamSynchronize(stream), "download routing");
-      int on_cpu = 0, on_gpu = 1;  // the shared expert
+      int on_cpu = 0, on_gpu = 0;  // routed experts; the shared expert is added apart
       // The host ran the CPU-homed experts without a GPU copy (the cache as the step saw it).
       for (const int32_t e : std::set<int32_t>(chosen.begin(), chosen.end()))
         (e >= 0 && cpu.runs_on_cpu(l)[static_cast<size_t>(e)] ? on_cpu : on_gpu) += 1;
-      cpu_total += on_cpu, gpu_total += on_gpu;
-      bound += std::max(on_cpu * fp4_expert_bytes / host_bw, on_gpu * gpu_expert_bytes / gpu_bw) * 1e6;
+      cpu_total += on_cpu, gpu_total += on_gpu + 1;
+      bound += std::max(on_cpu * fp4_expert_bytes / host_bw, (on_gpu * gpu_expert_bytes + shared_bytes) / gpu_bw) * 1e6;
     }
     cpu_count.push_back(cpu_total);
     gpu_count.push_back(gpu_total);
@@ -229,11 +231,12 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   row("bound from both bandwidths", bound_us, "us");
   const double cpu_rate = median(cpu_count) * fp4_expert_bytes / (median(compute_us) * 1e-6);
   out << fmt::format("\nBound = the step's other bytes ({:.1f} MB) / GPU bandwidth + per layer max(CPU experts x "
-                     "{:.2f} MB / host bandwidth, GPU experts x {:.2f} MB / GPU bandwidth). The step runs at {:.0f}% of "
+                     "{:.2f} MB / host bandwidth, (GPU experts x {:.2f} MB + the shared expert's {:.2f} MB) / GPU "
+                     "bandwidth). The step runs at {:.0f}% of "
                      "the bound's speed; the CPU's experts are read at {:.1f} GB/s while it computes ({:.0f}% of the "
                      "host's measured bandwidth). {} steps after 3 warm-up steps.\n",
                      (other.weight_bytes + other.state_bytes) / 1e6, fp4_expert_bytes / 1e6, gpu_expert_bytes / 1e6,
-                     100.0 * median(bound_us) / median(step_us), cpu_rate / 1e9, 100.0 * cpu_rate / host_bw, o.steps);
+                     shared_bytes / 1e6, 100.0 * median(bound_us) / median(step_us), cpu_rate / 1e9, 100.0 * cpu_rate / host_bw, o.steps);
 }
 
 }  // namespace frank::cuda
