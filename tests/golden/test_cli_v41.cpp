@@ -56,9 +56,16 @@ TEST(CliV41, WhatV41CannotDoGivesClearErrors) {
   const auto no_hash_data = run_frank(fmt::format("generate --model {} --max-tokens 2", f.dir.string()));
   EXPECT_EQ(no_hash_data.exit_code, 1);
   EXPECT_THAT(no_hash_data.err, HasSubstr("--engram-data"));
-  const auto cuda = run_frank(fmt::format("generate {} --backend cuda", v41_model_args(f)));
-  EXPECT_EQ(cuda.exit_code, 1);
-  EXPECT_THAT(cuda.err, HasSubstr("CPU reference only"));
+  // --backend cuda runs V4.1 on a GPU build (frank_cuda_tests); these need more than a backend.
+  const auto overlap = run_frank(fmt::format("generate {} --mhc-overlap true", v41_model_args(f)));
+  EXPECT_EQ(overlap.exit_code, 1);
+  EXPECT_THAT(overlap.err, HasSubstr("--mhc-overlap: needs --backend cuda"));
+  const auto kv = run_frank(fmt::format("generate {} --kv-dtype fp8", v41_model_args(f)));
+  EXPECT_EQ(kv.exit_code, 1);
+  EXPECT_THAT(kv.err, HasSubstr("--kv-dtype fp8"));
+  const auto split = run_frank(fmt::format("generate {} --gpu-memory-budget 1", v41_model_args(f)));
+  EXPECT_EQ(split.exit_code, 1);
+  EXPECT_THAT(split.err, HasSubstr("cannot be split between GPU and CPU yet"));
   const auto draft = run_frank(fmt::format("generate {} --draft-tokens 2", v41_model_args(f)));
   EXPECT_EQ(draft.exit_code, 1);
   EXPECT_THAT(draft.err, HasSubstr("DSpark"));
