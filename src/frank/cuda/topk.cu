@@ -8,7 +8,6 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "frank/cuda/topk.cuh"
 #include "frank/cuda/topk_select.cuh"
@@ -40,41 +39,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // What a device allows, read and configured once per device.
-struct DeviceInfo {
-  cudaError_t error = cudaSuccess;
-  bool clusters = false;  // the sm_90a cluster kernel runs here
-  int cache_chunk = 0;    // the largest chunk a block can keep in shared memory
-};
-
-const DeviceInfo& device_info(int device) {
-  constexpr int kMaxDevices = 64;
-  static std::once_flag once[kMaxDevices];
-  static DeviceInfo info[kMaxDevices];
-  static DeviceInfo bad{cudaErrorInvalidDevice};
-  if (device < 0 || device >= kMaxDevices) return bad;
-  std::call_once(once[device], [device] {
-    DeviceInfo& d = info[device];
-    int optin = 0;
-    d.error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (d.error) return;
-    if (static_cast<size_t>(optin) < kSharedBytes + 64) {
-      d.error = cudaErrorNotSupported;  // pre-Hopper/Blackwell shared memory
-      return;
-    }
-    // Region words left by Shared; a cached chunk needs up to 4 more for alignment slack.
-    const int slots = static_cast<int>((static_cast<size_t>(optin) - kSharedBytes) / 4) & ~3;
-    d.cache_chunk = std::min(kCacheChunk, slots - 4);
-    const int bytes = static_cast<int>(kSharedBytes) + 4 * (d.cache_chunk + 4);
-    // The cluster kernel has a body only in sm_90a code (what this device runs of it: binaryVersion).
-    cudaFuncAttributes cluster_kernel{};
-    d.error = cudaFuncGetAttributes(&cluster_kernel, topk_cluster_kernel);
-    if (d.error) return;
-    d.clusters = cluster_kernel.binaryVersion == 90;
-    d.error = cudaFuncSetAttribute(topk_block_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (!d.error && d.clusters)
-      d.error = cudaFuncSetAttribute(topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+const TeamDevice& device_info(int device) {
+  return team_device(device, topk_cluster_kernel, [](int bytes, bool clusters) {
+    cudaError_t e = cudaFuncSetAttribute(topk_block_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (!e && clusters) e = cudaFuncSetAttribute(topk_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return e;
   });
-  return info[device];
 }
 
 // As make_chunk (topk_parts.cuh) splits a row.
@@ -83,14 +53,14 @@ int chunk_of(int n, int team) { return static_cast<int>(((static_cast<long long>
 // Region words for a team of this size (make_chunk decides its use the same way): all there is
 // for a long chunk's list, the chunk plus alignment slack for a cache, none for a row gathered
 // whole (one pass) or a chunk that does not fit.
-int region_slots(const DeviceInfo& d, int n, int team) {
+int region_slots(const TeamDevice& d, int n, int team) {
   const int chunk = chunk_of(n, team);
   if (n <= kGatherAll) return 0;
-  if (chunk >= kSampleChunk) return d.cache_chunk + 4;
+  if (chunk >= kSampleChunk) return d.slots();
   return chunk <= d.cache_chunk ? chunk + 4 : 0;
 }
 
-cudaError_t launch(const DeviceInfo& d, int team, const float* scores, int rows, int n, int k, int32_t* out,
+cudaError_t launch(const TeamDevice& d, int team, const float* scores, int rows, int n, int k, int32_t* out,
                    cudaStream_t stream) {
   const int slots = region_slots(d, n, team);
   cudaLaunchConfig_t config{};
@@ -128,7 +98,7 @@ cudaError_t topk(int version, const float* scores, int rows, int n, int k, int32
   if (rows == 0) return cudaSuccess;
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device)) return e;
-  const DeviceInfo& d = device_info(device);
+  const TeamDevice& d = device_info(device);
   if (d.error) return d.error;
   int team = 1;
   if (version == 2 && d.clusters) team = cluster_size ? cluster_size : topk_cluster_size(n);

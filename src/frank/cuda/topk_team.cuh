@@ -2,6 +2,11 @@
 // The teams of blocks that select one row (topk_select.cuh's select_row): one block alone, or a
 // thread-block cluster (sm_90a) whose blocks share histograms and rank 0's pool through distributed
 // shared memory. Used by topk.cu and v41_topk.cu.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+
 #include "frank/cuda/topk_parts.cuh"
 
 namespace frank::cuda::topk_detail {
@@ -53,5 +58,48 @@ struct ClusterTeam {
   __device__ Composite* pool(Shared& s) const { return cg::this_cluster().map_shared_rank(s.pool, 0); }
 };
 #endif
+
+// What a device gives the selecting kernels: the largest chunk a block keeps in shared memory beside
+// Shared, and whether the sm_90a cluster kernels have a body in the code this device runs.
+struct TeamDevice {
+  cudaError_t error = cudaSuccess;
+  bool clusters = false;
+  int cache_chunk = 0;
+  // Region words after Shared: a cached chunk plus its 4 of alignment slack.
+  int slots() const { return cache_chunk + 4; }
+  int shared_bytes() const { return static_cast<int>(kSharedBytes) + 4 * slots(); }
+};
+
+// `device` read once, then allow(shared_bytes, clusters) lets the caller's kernels take that much
+// dynamic shared memory; the result is kept (one table per caller: `Allow` is its own lambda).
+// `cluster_kernel` is any of the caller's cluster kernels: its binaryVersion says whether the
+// device runs sm_90a code.
+template <class Kernel, class Allow>
+const TeamDevice& team_device(int device, Kernel* cluster_kernel, Allow allow) {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag once[kMaxDevices];
+  static TeamDevice info[kMaxDevices];
+  static const TeamDevice bad{cudaErrorInvalidDevice};
+  if (device < 0 || device >= kMaxDevices) return bad;
+  std::call_once(once[device], [&] {
+    TeamDevice& d = info[device];
+    int optin = 0;
+    d.error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (d.error) return;
+    if (static_cast<size_t>(optin) < kSharedBytes + 64) {
+      d.error = cudaErrorNotSupported;  // pre-Hopper/Blackwell shared memory
+      return;
+    }
+    // Region words left by Shared; a cached chunk needs up to 4 more for alignment slack.
+    const int words = static_cast<int>((static_cast<size_t>(optin) - kSharedBytes) / 4) & ~3;
+    d.cache_chunk = std::min(kCacheChunk, words - 4);
+    cudaFuncAttributes cluster{};
+    d.error = cudaFuncGetAttributes(&cluster, cluster_kernel);
+    if (d.error) return;
+    d.clusters = cluster.binaryVersion == 90;
+    d.error = allow(d.shared_bytes(), d.clusters);
+  });
+  return info[device];
+}
 
 }  // namespace frank::cuda::topk_detail

@@ -21,7 +21,6 @@
 //   order and ties break the same way: the fused path picks what the masked path picks.
 #include <algorithm>
 #include <climits>
-#include <mutex>
 
 #include "frank/cuda/topk.cuh"
 #include "frank/cuda/topk_select.cuh"
@@ -184,13 +183,6 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_kernel(Op op, int slots) 
 #endif
 }
 
-// What a device allows, read and configured once per device (as topk.cu's device_info).
-struct Config {
-  cudaError_t error = cudaSuccess;
-  bool clusters = false;  // the sm_90a cluster kernels run here
-  int slots = 0;          // region words after Shared: a chunk's cache (plus 4 of alignment slack) or list
-};
-
 template <class Op>
 cudaError_t allow_shared(int bytes, bool clusters) {
   cudaError_t e = cudaFuncSetAttribute(block_kernel<Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
@@ -198,33 +190,15 @@ cudaError_t allow_shared(int bytes, bool clusters) {
   return e;
 }
 
-const Config& config(int device) {
-  constexpr int kMaxDevices = 64;
-  static std::once_flag once[kMaxDevices];
-  static Config info[kMaxDevices];
-  static Config bad{cudaErrorInvalidDevice};
-  if (device < 0 || device >= kMaxDevices) return bad;
-  std::call_once(once[device], [device] {
-    Config& c = info[device];
-    int optin = 0;
-    c.error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (c.error) return;
-    if (static_cast<size_t>(optin) < kSharedBytes + 64) {
-      c.error = cudaErrorNotSupported;  // pre-Hopper/Blackwell shared memory
-      return;
-    }
-    c.slots = std::min(kCacheChunk + 4, static_cast<int>((static_cast<size_t>(optin) - kSharedBytes) / 4) & ~3);
-    cudaFuncAttributes cluster{};
-    c.error = cudaFuncGetAttributes(&cluster, cluster_kernel<CandidateBlocks>);
-    if (c.error) return;
-    c.clusters = cluster.binaryVersion == 90;
-    const int bytes = static_cast<int>(kSharedBytes) + 4 * c.slots;
-    c.error = allow_shared<CandidateBlocks>(bytes, c.clusters);
-    if (!c.error) c.error = allow_shared<SelectEntries<false>>(bytes, c.clusters);
-    if (!c.error) c.error = allow_shared<SelectEntries<true>>(bytes, c.clusters);
-    if (!c.error) c.error = allow_shared<SelectInBlocks>(bytes, c.clusters);
+// What a device allows, read and configured once per device (as topk.cu's device_info).
+const TeamDevice& config(int device) {
+  return team_device(device, cluster_kernel<CandidateBlocks>, [](int bytes, bool clusters) {
+    cudaError_t e = allow_shared<CandidateBlocks>(bytes, clusters);
+    if (!e) e = allow_shared<SelectEntries<false>>(bytes, clusters);
+    if (!e) e = allow_shared<SelectEntries<true>>(bytes, clusters);
+    if (!e) e = allow_shared<SelectInBlocks>(bytes, clusters);
+    return e;
   });
-  return info[device];
 }
 
 // n rows of up to `length` entries: one block per row, or one cluster of topk_cluster_size(length)
@@ -233,15 +207,15 @@ template <class Op>
 cudaError_t launch_rows(const Op& op, int n, int length, cudaStream_t stream) {
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device)) return e;
-  const Config& c = config(device);
+  const TeamDevice& c = config(device);
   if (c.error) return c.error;
   const int team = c.clusters ? topk_cluster_size(length) : 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(team, n);
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSharedBytes + 4 * static_cast<size_t>(c.slots);
+  config.dynamicSmemBytes = static_cast<size_t>(c.shared_bytes());
   config.stream = stream;
-  if (team == 1) return cudaLaunchKernelEx(&config, block_kernel<Op>, op, c.slots);
+  if (team == 1) return cudaLaunchKernelEx(&config, block_kernel<Op>, op, c.slots());
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = team;
@@ -249,7 +223,7 @@ cudaError_t launch_rows(const Op& op, int n, int length, cudaStream_t stream) {
   cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, cluster_kernel<Op>, op, c.slots);
+  return cudaLaunchKernelEx(&config, cluster_kernel<Op>, op, c.slots());
 }
 
 bool bad_rows(int n, int cols, const int64_t* start, int ratio) {
