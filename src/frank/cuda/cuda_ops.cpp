@@ -14,16 +14,6 @@
 namespace frank::cuda {
 namespace {
 
-// Grows a device array to at least `rows` rows of `cols`, keeping its contents (doubling, so a
-// session's entries are copied O(log n) times).
-void reserve_rows(DeviceArray<uint8_t>& a, int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (a.rows() >= rows && !a.empty()) return;
-  DeviceArray<uint8_t> bigger({std::max<int64_t>({rows, 2 * a.rows(), 1}), cols}, stream);
-  if (!a.empty())
-    check(cudaMemcpyAsync(bigger.data(), a.data(), a.bytes(), cudaMemcpyDeviceToDevice, stream), "grow entries");
-  a = std::move(bigger);
-}
-
 const engine::Compressor* pointer(const std::optional<engine::Compressor>& c) { return c ? &*c : nullptr; }
 
 // A call record's buffer of `rows` rows; its contents need not survive (each call overwrites them).

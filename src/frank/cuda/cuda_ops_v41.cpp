@@ -11,19 +11,11 @@
 namespace frank::cuda {
 namespace {
 
-// Appends `rows` [k, cols] to `to` after its first `used` rows, growing it by doubling.
+// Appends `rows` [k, cols] to `to` after its first `used` rows (reserve_rows: growing by doubling).
 void append_rows(DeviceArray<float>& to, int64_t used, const DeviceArray<float>& rows, cudaStream_t stream) {
   if (rows.empty()) return;
-  const int64_t cols = rows.cols();
-  if (to.rows() < used + rows.rows()) {
-    DeviceArray<float> bigger({std::max<int64_t>(used + rows.rows(), 2 * to.rows()), cols}, stream);
-    if (used > 0)
-      check(cudaMemcpyAsync(bigger.data(), to.data(), static_cast<size_t>(used * cols) * sizeof(float),
-                            cudaMemcpyDeviceToDevice, stream),
-            "grow a KV source");
-    to = std::move(bigger);
-  }
-  check(cudaMemcpyAsync(to.data() + used * cols, rows.data(), rows.bytes(), cudaMemcpyDeviceToDevice, stream),
+  reserve_rows(to, used + rows.rows(), rows.cols(), stream);
+  check(cudaMemcpyAsync(to.data() + used * rows.cols(), rows.data(), rows.bytes(), cudaMemcpyDeviceToDevice, stream),
         "publish");
 }
 

@@ -4,6 +4,8 @@
 // graph). Copies are deep and stream-ordered too. CUDA errors become frank::Error.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -80,5 +82,16 @@ class DeviceArray {
   T* ptr_ = nullptr;
   cudaStream_t stream_ = nullptr;
 };
+
+// Grows `a` to at least `rows` rows of `cols`, keeping its contents (doubling, so state that grows
+// with a session, such as compressed entries, is copied O(log n) times), stream-ordered.
+template <class T>
+void reserve_rows(DeviceArray<T>& a, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (a.rows() >= rows && !a.empty()) return;
+  DeviceArray<T> bigger({std::max<int64_t>({rows, 2 * a.rows(), 1}), cols}, stream);
+  if (!a.empty())
+    check(cudaMemcpyAsync(bigger.data(), a.data(), a.bytes(), cudaMemcpyDeviceToDevice, stream), "grow rows");
+  a = std::move(bigger);
+}
 
 }  // namespace frank::cuda
