@@ -501,6 +501,10 @@ int check_attention_ops(uint64_t seed) {
       {"n=20 H=64 d=128 cols=2048", 20, 64, 128, 4, 2048, 4000},
       {"real n=5 cols=65536", 5, 64, 128, 4, 65536, 262139},
       {"V4.1 all columns n=3 cols=300", 3, 16, 128, 0, 300, 5},
+      // A key tile that the group's first tokens skip and its later ones score (tokens 4.. see col 64).
+      {"tokens crossing a tile n=12 cols=256", 12, 64, 128, 4, 256, 251},
+      // d not a multiple of 4: element loads instead of 16-byte ones; two runs of heads.
+      {"odd depth n=9 H=66 d=30", 9, 66, 30, 2, 100, 150},
   };
   for (const auto& c : indexer_cases) failures += check_indexer(rng, c);
 
