@@ -8,8 +8,6 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,6 +18,7 @@
 #include "frank/engine/topk_row_dump.h"
 #include "topk_bench.h"
 #include "topk_cases.h"
+#include "topk_check_options.h"
 
 namespace frank_test {
 namespace {
@@ -91,18 +90,6 @@ void check_scores(const Case& c, const std::vector<float>& scores, Tallies& tall
   }
 }
 
-void print_device() {
-  int device = 0;
-  cudaDeviceProp p{};
-  CUDA_OK(cudaGetDevice(&device));
-  CUDA_OK(cudaGetDeviceProperties(&p, device));
-  int driver = 0, runtime = 0;
-  CUDA_OK(cudaDriverGetVersion(&driver));
-  CUDA_OK(cudaRuntimeGetVersion(&runtime));
-  std::printf("device %s (sm_%d%d, %d SMs, %d MB L2), CUDA driver API %d, runtime %d\n", p.name, p.major, p.minor,
-              p.multiProcessorCount, p.l2CacheSize >> 20, driver, runtime);
-}
-
 int print_tally(const Tallies& tally, size_t cases) {
   int failed = 0;
   std::printf("%-8s", "group");
@@ -140,36 +127,20 @@ int run_dumped(const std::string& file) {
 
 int main(int argc, char** argv) {
   using namespace frank_test;
-  uint64_t seed = 20261201;
-  int random = 200, launches = 60;
-  bool bench = false, small = false;
+  TopkCheckOptions o{.seed = 20261201, .launches = 60};
   std::string rows;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--bench") {
-      bench = true;
-    } else if (a == "--small") {
-      small = true;
-    } else if (a == "--seed" && i + 1 < argc) {
-      seed = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--random" && i + 1 < argc) {
-      random = std::atoi(argv[++i]);
-    } else if (a == "--rows" && i + 1 < argc) {
-      rows = argv[++i];
-    } else if (a == "--launches" && i + 1 < argc) {
-      launches = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: %s [--small | --bench [--launches N] | --rows FILE] [--seed S] [--random N]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
+  CLI::App app{"the indexer top-k kernels (v1, v2 and v2 at cluster sizes 2, 4, 8) against the CPU reference"};
+  add_topk_check_options(app, o);
+  app.add_option("--rows", rows, "check the rows of a dump (DIR/topk-rows.bin of frank --dump-topk-rows DIR) instead")
+      ->check(CLI::ExistingFile);
+  CLI11_PARSE(app, argc, argv);
+  const uint64_t seed = o.seed;
   print_device();
-  if (bench) return run_topk_bench(launches);
-  if (small) return run_checks(small_cases(seed));
+  if (o.bench) return run_topk_bench(o.launches);
+  if (o.small) return run_checks(small_cases(seed));
   if (!rows.empty()) return run_dumped(rows);
   std::vector<Case> cases = edge_cases(seed);
   for (const Case& c : real_cases(seed + 100000)) cases.push_back(c);
-  for (const Case& c : random_cases(seed + 200000, random)) cases.push_back(c);
+  for (const Case& c : random_cases(seed + 200000, o.random)) cases.push_back(c);
   return run_checks(cases);
 }

@@ -9,9 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <string>
@@ -20,6 +19,7 @@
 #include "cuda_util.h"
 #include "frank/cuda/v41_ops.cuh"
 #include "frank/engine/cpu_ops.h"
+#include "topk_check_options.h"
 #include "v41_topk_bench.h"
 
 namespace frank_test {
@@ -272,34 +272,17 @@ std::vector<Case> random_cases(uint64_t seed, int count) {
 
 int main(int argc, char** argv) {
   using namespace frank_test;
-  uint64_t seed = 20261130;
-  int random = 200, launches = 50;
-  bool bench = false, small = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--bench") {
-      bench = true;
-    } else if (a == "--small") {
-      small = true;
-    } else if (a == "--seed" && i + 1 < argc) {
-      seed = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--random" && i + 1 < argc) {
-      random = std::atoi(argv[++i]);
-    } else if (a == "--launches" && i + 1 < argc) {
-      launches = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: %s [--small | --bench [--launches N]] [--seed S] [--random N]\n", argv[0]);
-      return 2;
-    }
-  }
-  cudaDeviceProp prop{};
-  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
-  if (bench) return run_v41_topk_bench(launches);
+  TopkCheckOptions o{.seed = 20261130, .launches = 50};
+  CLI::App app{"V4.1's two-level top-k kernels against the CPU reference"};
+  add_topk_check_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  const uint64_t seed = o.seed;
+  print_device();
+  if (o.bench) return run_v41_topk_bench(o.launches);
   std::vector<std::pair<const char*, std::vector<Case>>> groups = {{"edge", edge_cases(seed)}};
-  if (!small) {
+  if (!o.small) {
     groups.emplace_back("real", real_cases(seed + 100000));
-    groups.emplace_back("random", random_cases(seed + 200000, random));
+    groups.emplace_back("random", random_cases(seed + 200000, o.random));
   }
   int failed = 0;
   for (const auto& [name, cases] : groups) {
