@@ -51,16 +51,6 @@ class CudaV41Model {
   std::vector<StepTime> step_times_;
 };
 
-class CudaV41Runner : public engine::SessionRunner {
- public:
-  explicit CudaV41Runner(CudaV41Model& model) : model_(model), session_(model.new_session()) {}
-  Tensor forward(std::span<const int32_t> ids, engine::Model::Logits logits) override {
-    return model_.forward(session_, ids, logits);
-  }
-
- private:
-  CudaV41Model& model_;
-  DeviceV41Session session_;
-};
+using CudaV41Runner = engine::ModelRunner<CudaV41Model>;
 
 }  // namespace frank::cuda

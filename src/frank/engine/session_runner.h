@@ -1,10 +1,11 @@
 #pragma once
 // SessionRunner: one session of a model on some backend, as the commands that only feed tokens and
-// read logits see it (`frank logits`, `frank generate`). The CPU reference is CpuRunner; the CUDA
-// backend has its own (frank/cuda/cuda_model.h).
+// read logits see it (`frank logits`, `frank generate`). ModelRunner serves the CPU reference's
+// models and CUDA's V4.1 model; CUDA's V4 model has its own (frank/cuda/cuda_model.h).
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "frank/core/tensor.h"
 #include "frank/engine/model.h"
@@ -26,16 +27,21 @@ class SessionRunner {
   }
 };
 
-class CpuRunner : public SessionRunner {
+// A SessionRunner over one session of `model`, any model with new_session() and
+// forward(session, ids, logits): the CPU reference's V4 and V4.1 models, CUDA's V4.1 model.
+template <class M>
+class ModelRunner : public SessionRunner {
  public:
-  explicit CpuRunner(const Model& model) : model_(model), session_(model.new_session()) {}
+  explicit ModelRunner(M& model) : model_(model), session_(model.new_session()) {}
   Tensor forward(std::span<const int32_t> ids, Model::Logits logits) override {
     return model_.forward(session_, ids, logits);
   }
 
  private:
-  const Model& model_;
-  Session session_;
+  M& model_;
+  decltype(std::declval<M&>().new_session()) session_;
 };
+
+using CpuRunner = ModelRunner<const Model>;
 
 }  // namespace frank::engine

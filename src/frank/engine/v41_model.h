@@ -42,16 +42,6 @@ class V41Model {
 };
 
 // One V4.1 session on the CPU reference, for the commands that feed tokens and read logits.
-class V41Runner : public SessionRunner {
- public:
-  explicit V41Runner(const V41Model& model) : model_(model), session_(model.new_session()) {}
-  Tensor forward(std::span<const int32_t> ids, Model::Logits logits) override {
-    return model_.forward(session_, ids, logits);
-  }
-
- private:
-  const V41Model& model_;
-  V41Session session_;
-};
+using V41Runner = ModelRunner<const V41Model>;
 
 }  // namespace frank::engine
