@@ -46,11 +46,13 @@ void run_decode(const DecodeOptions& o) {
   b.tokens_per_step = o.tokens_per_step;
   b.steps = o.steps;
   b.weights = cuda::parse_weight_type(o.weights_dtype);
-  if (o.format != "bf16" && o.format != "fp8-fp4")
-    throw Error(fmt::format("--format {}: expected bf16 or fp8-fp4", o.format));
-  b.shipped_formats = o.format == "fp8-fp4";
+  b.exl3_bits = o.format == "exl3-k2" ? 2 : o.format == "exl3-k3" ? 3 : o.format == "exl3-k4" ? 4 : 0;
+  if (o.format != "bf16" && o.format != "fp8-fp4" && b.exl3_bits == 0)
+    throw Error(fmt::format("--format {}: expected bf16, fp8-fp4, exl3-k2, exl3-k3 or exl3-k4", o.format));
+  b.shipped_formats = o.format != "bf16";
   if (b.shipped_formats && b.weights != cuda::WeightType::BF16)
-    throw Error("--format fp8-fp4 keeps the weights V4-Flash ships in BF16 as bf16: drop --weights-dtype");
+    throw Error(fmt::format("--format {} keeps the weights V4-Flash ships in BF16 as bf16: drop --weights-dtype",
+                            o.format));
   b.kv = kv;
   b.same_experts = o.same_experts;
   b.per_op = o.per_op;
@@ -88,7 +90,9 @@ void register_bench(CLI::App& app) {
   decode->add_option("--weights-dtype", o->weights_dtype, "bf16 or fp32")->capture_default_str();
   decode->add_option("--format", o->format,
                      "bf16: every Linear in --weights-dtype; fp8-fp4: as V4-Flash ships them (FP8 128x128 blocks, "
-                     "routed experts FP4, the rest bf16), random codes kept as shipped on the GPU")
+                     "routed experts FP4, the rest bf16), random codes kept as shipped on the GPU; exl3-k2, exl3-k3, "
+                     "exl3-k4: as fp8-fp4 but the routed experts EXL3 at 2, 3 or 4 bits (3INST), random trellises "
+                     "kept packed on the GPU")
       ->capture_default_str();
   decode->add_option("--kv-dtype", o->kv_dtype,
                      "K=V rows of the session: fp32, bf16 or fp8 (584-B record); not fp32: also the KL of one step "
@@ -96,10 +100,13 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   decode->add_flag("--same-experts", o->same_experts,
                    "every token of the step routes to the same experts (hash routing, one token id)");
-  decode->add_flag("--per-op", o->per_op, "also time every op of eagerly issued steps (where the time goes)");
+  decode->add_flag("--per-op", o->per_op,
+                   "also time every op of eagerly issued steps (where the time goes), and the moe op's read rate "
+                   "against the measured bandwidth");
   decode->add_option("--plan", o->plan,
-                     "expert plan: its CPU-homed routed experts (FP4, random) run on the CPU; the step is issued "
-                     "eagerly and timed against the bound from the GPU's and the host's bandwidths");
+                     "expert plan: its CPU-homed routed experts (FP4, or EXL3 with --format exl3-kN; random) run on "
+                     "the CPU; the step is issued eagerly and timed against the bound from the GPU's and the host's "
+                     "bandwidths");
   decode->add_option("--gpu-memory-budget", o->gpu_memory_budget_gb,
                      "GB of GPU memory for the weights: the routed experts that do not fit run on the CPU (default "
                      "ordering unless --plan)")

@@ -13,6 +13,7 @@
 #include "frank/experts/expert_homes.h"
 #include "frank/experts/model_fingerprint.h"
 #include "frank/model/synthetic.h"
+#include "frank/model/synthetic_exl3.h"
 
 namespace frank::experts {
 namespace {
@@ -67,6 +68,59 @@ TEST(ExpertHomes, TheFootprintTakesEachLinearsBytesWhenGiven) {
   EXPECT_EQ(half.routed_expert, bf16.routed_expert / 4);
   EXPECT_LT(half.other, bf16.other);
   EXPECT_GT(half.other, 0.0);  // norms, mHC and tables stay fp32
+}
+
+// Tiny's routed experts as EXL3 at 3 bits: each matrix ([32, 64] or [64, 32], padded to 128 x 128)
+// holds a trellis I16 [8, 8, 48] and suh, svh F16 [128]: 6144 + 256 + 256 bytes.
+Tiny with_exl3_experts(bool shape_only) {
+  Tiny t;
+  uint64_t seed = 0;
+  for (auto& layer : t.weights.layers)
+    for (auto& e : layer.moe.experts)
+      for (LinearWeight* m : {&e.gate, &e.up, &e.down}) {
+        QuantizedMatrix q = model::random_exl3(m->rows(), m->cols(), 3, Exl3Codebook::ThreeInst, model::exl3_seeds(++seed));
+        if (shape_only) q.trellis.clear(), q.suh.clear(), q.svh.clear();
+        m->quantized = std::move(q);
+        m->dense = Tensor();
+      }
+  return t;
+}
+constexpr double kExl3Expert = 3 * (2.0 * 8 * 8 * 48 + 2.0 * 128 + 2.0 * 128);
+
+TEST(ExpertHomes, TheFootprintCountsQuantizedExpertsAsStored) {
+  const Tiny dense;
+  const GpuWeightBytes bf16 = gpu_weight_bytes(dense.config, dense.weights, 2);
+  for (const bool shape_only : {false, true}) {
+    const Tiny t = with_exl3_experts(shape_only);
+    const GpuWeightBytes b = gpu_weight_bytes(t.config, t.weights, 2);
+    EXPECT_EQ(b.routed_expert, kExl3Expert) << "shape only: " << shape_only;
+    EXPECT_EQ(b.other, bf16.other);  // the shared experts stay dense
+    // A Linear-bytes rule for shape-only weights leaves the quantized experts as stored.
+    const GpuWeightBytes ruled = gpu_weight_bytes(t.config, t.weights, 2, [](const model::WeightSlot&) { return 1.0; });
+    EXPECT_EQ(ruled.routed_expert, kExl3Expert);
+  }
+}
+
+TEST(ExpertHomes, APlanOverExl3ExpertsFitsTheBudgetByTheirBytes) {
+  const Tiny t = with_exl3_experts(false);
+  const GpuWeightBytes b = gpu_weight_bytes(t.config, t.weights, 2);
+  ASSERT_EQ(b.routed_expert, kExl3Expert);
+  // Room for 10 EXL3 experts (16 of them had they counted as bf16's 12288 bytes): 38 on the CPU.
+  const double room_for_10 = (b.other + 10.5 * kExl3Expert) / 1e9;
+  EXPECT_EQ(choose_expert_homes(t.config, b, {"", room_for_10}).cpu_count(), 38u);
+  // A plan keeping 10 on the GPU (on the CPU: experts 1-7 of layers 0-1, 2-7 of layers 2-5) fits; 11 do not.
+  nlohmann::json layers = nlohmann::json::array();
+  for (int l = 0; l < 6; ++l) {
+    nlohmann::json cpu = nlohmann::json::array();
+    for (int e = l < 2 ? 1 : 2; e < 8; ++e) cpu.push_back(e);
+    layers.push_back({{"layer", l}, {"cpu_experts", cpu}});
+  }
+  const auto fits = write_plan(plan_json(model_fingerprint(t.config), layers, 38));
+  EXPECT_EQ(choose_expert_homes(t.config, b, {fits, room_for_10}).cpu_count(), 38u);
+  layers[5]["cpu_experts"].erase(0);  // expert 2 of layer 5 back on the GPU: 11
+  const auto one_more = write_plan(plan_json(model_fingerprint(t.config), layers, 37));
+  expect_error([&] { choose_expert_homes(t.config, b, {one_more, room_for_10}); }, "has room for 10");
+  for (const auto& p : {fits, one_more}) std::filesystem::remove(p);
 }
 
 TEST(ExpertHomes, NoPlanAndNoBudgetKeepEveryExpertOnTheGpu) {

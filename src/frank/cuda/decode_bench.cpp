@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "frank/core/error.h"
+#include "frank/core/packed_bytes.h"
 #include "frank/core/thread_pool.h"
 #include "frank/cuda/bandwidth_probe.cuh"
 #include "frank/cuda/bench_routing.h"
@@ -41,11 +43,22 @@ const char* kind_name(model::AttentionKind k) {
   return "?";
 }
 
+// What the step's MoE ops read: per layer the router, the distinct routed experts the tokens
+// chose and the shared expert, in the routed experts' format.
+struct MoeReads {
+  std::string expert_format;
+  double routed_experts = 0;  // distinct routed experts per step, all layers
+  double bytes = 0;           // per step, all layers
+  double routed_bytes = 0;    // the routed experts' share of `bytes`
+};
+
 // Every op of `steps` eagerly issued steps timed by events: total time per op per step. Issued
 // eagerly, an op's events also enclose the host's gaps between its launches, so small ops read
 // high and the sum exceeds the graph-replayed step; the graph's per-layer times are the truth.
+// Then the MoE op's read rate against `bandwidth` (bytes/s), the routed experts' GEMVs in it.
 template <class Step>
-void report_per_op(CudaModel& gpu, StepPosition at, Step& step, int steps, double graph_step_us, std::ostream& out) {
+void report_per_op(CudaModel& gpu, StepPosition at, Step& step, int steps, double graph_step_us,
+                   const MoeReads& moe, double bandwidth, std::ostream& out) {
   OpProfile profile;
   CudaOps timed(gpu.device_weights(), gpu.stream(), at);
   timed.set_profile(&profile);
@@ -62,6 +75,14 @@ void report_per_op(CudaModel& gpu, StepPosition at, Step& step, int steps, doubl
   out << fmt::format("\nops sum to {:.1f} us per step (eager: host launch gaps included); the graph-replayed step "
                      "takes {:.1f} us.\n",
                      sum, graph_step_us);
+  const auto it = std::find_if(totals.begin(), totals.end(), [](const auto& t) { return t.name == "moe"; });
+  if (it == totals.end()) return;
+  const double us = it->us / steps, rate = moe.bytes / (us * 1e-6);
+  out << fmt::format("\nrouted experts {}: the moe op (router, routing, {:.3g} distinct routed experts and the shared "
+                     "expert over the layers) takes {:.1f} us per step for {:.1f} MB ({:.0f}% of it the routed "
+                     "experts'): {:.0f} GB/s, {:.0f}% of the measured {:.0f} GB/s (eager: launch gaps included).\n",
+                     moe.expert_format, moe.routed_experts, us, moe.bytes / 1e6, 100.0 * moe.routed_bytes / moe.bytes,
+                     rate / 1e9, 100.0 * rate / bandwidth, bandwidth / 1e9);
 }
 
 }  // namespace
@@ -93,17 +114,34 @@ model::ModelWeights bench_weights(const model::ModelConfig& config, const Decode
   model::ModelWeights w = model::skeleton_weights(config, o.seed);
   if (o.shipped_formats) {
     ThreadPool pool;
-    model::fill_shipped_formats(config, w, o.seed, pool);
+    model::fill_shipped_formats(config, w, o.seed, pool, o.exl3_bits);
   }
   return w;
 }
 
+double stored_linear_bytes(const LinearWeight& m, WeightType linear_type) {
+  if (m.quantized && m.quantized->format == QuantizedMatrix::Format::Exl3)
+    return static_cast<double>(packed_bytes(*m.quantized));
+  return static_cast<double>(
+      weight_bytes(m.quantized ? native_type(*m.quantized) : linear_type, m.rows(), m.cols()));
+}
+
 double stored_expert_bytes(const model::ExpertWeights& expert, WeightType linear_type) {
-  double bytes = 0;
-  for (const LinearWeight* m : {&expert.gate, &expert.up, &expert.down})
-    bytes += m->quantized ? static_cast<double>(weight_bytes(native_type(*m->quantized), m->rows(), m->cols()))
-                          : static_cast<double>(weight_bytes(linear_type, m->rows(), m->cols()));
-  return bytes;
+  return stored_linear_bytes(expert.gate, linear_type) + stored_linear_bytes(expert.up, linear_type) +
+         stored_linear_bytes(expert.down, linear_type);
+}
+
+std::string weights_description(const DecodeBenchOptions& o) {
+  if (!o.shipped_formats) return weight_type_name(o.weights);
+  if (o.exl3_bits > 0)
+    return fmt::format("FP8 as V4-Flash ships them, the routed experts EXL3 {}-bit (3INST), the rest bf16",
+                       o.exl3_bits);
+  return "FP8 / FP4 as V4-Flash ships them, the rest bf16";
+}
+
+std::string routed_expert_format(const DecodeBenchOptions& o) {
+  if (!o.shipped_formats) return weight_type_name(o.weights);
+  return o.exl3_bits > 0 ? fmt::format("EXL3 {}-bit", o.exl3_bits) : "FP4";
 }
 
 void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
@@ -197,7 +235,14 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
       layer_us[l].push_back(ms * 1e3);
     }
   }
-  for (int l = 0; l < L; ++l) per_layer[l].weight_bytes += distinct[l] * expert_bytes + shared_bytes;
+  MoeReads moe{routed_expert_format(o)};
+  for (int l = 0; l < L; ++l) {
+    per_layer[l].weight_bytes += distinct[l] * expert_bytes + shared_bytes;
+    moe.routed_experts += distinct[l];
+    moe.routed_bytes += distinct[l] * expert_bytes;
+    moe.bytes += distinct[l] * expert_bytes + shared_bytes +
+                 stored_linear_bytes(model.weights().layers[static_cast<size_t>(l)].moe.router, o.weights);
+  }
   const double bandwidth = measure_read_bandwidth(stream);
 
   cudaDeviceProp prop{};
@@ -211,10 +256,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   out << routing.describe() << "\n\n";
   out << fmt::format("GPU: {}; weights {} ({:.1f} GB resident); read bandwidth measured now: {:.0f} GB/s "
                      "(4 GiB read, median of 20)\n\n",
-                     prop.name,
-                     o.shipped_formats ? "FP8 / FP4 as V4-Flash ships them, the rest bf16"
-                                       : o.weights == WeightType::BF16 ? "bf16" : "fp32",
-                     gpu.weight_bytes() / 1e9,
+                     prop.name, weights_description(o), gpu.weight_bytes() / 1e9,
                      bandwidth / 1e9);
   out << "| layer | kind | experts read | median us | p10-p90 us | weights MB | state MB | GB/s | of measured |\n";
   out << "|---|---|---|---|---|---|---|---|---|\n";
@@ -237,7 +279,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   out << fmt::format("{} graph replays after 3 warm-up replays; bytes = weights and session state the step must "
                      "read (activations not counted).\n",
                      o.steps);
-  if (o.per_op) report_per_op(gpu, at, step, o.steps, s.median, out);
+  if (o.per_op) report_per_op(gpu, at, step, o.steps, s.median, moe, bandwidth, out);
   if (o.kv != KvFormat::F32) {
     // The same random session with its rows unrounded: one eager step on each, logits compared
     // (both at position ctx, which `at` holds).

@@ -5,7 +5,9 @@
 // over many CUDA-graph replays, the bytes of weights and state the step had to read, and the
 // achieved bandwidth as a fraction of the read bandwidth measured in the same run. With K=V rows
 // stored in bf16 or fp8 it also reports the KL of the step's next-token distributions against the
-// same session stored in fp32 (the same random rows, unrounded).
+// same session stored in fp32 (the same random rows, unrounded). With per_op, each op's time and
+// the moe op's read rate, its routed experts' format named: runs with --format fp8-fp4 and
+// exl3-kN put the FP4 and EXL3 expert GEMVs side by side.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -29,6 +31,9 @@ struct DecodeBenchOptions {
   // --format fp8-fp4: the Linear weights in the formats V4-Flash ships (model/shipped_formats.h),
   // random codes made on the host and kept as shipped on the GPU; `weights` is then the BF16 rest's.
   bool shipped_formats = false;
+  // --format exl3-kN (with shipped_formats): the main layers' routed experts EXL3 at N bits, 3INST,
+  // shape-only on the host (the GPU makes their trellis; the CPU-homed ones of a split get host data).
+  int exl3_bits = 0;
   KvFormat kv = KvFormat::F32;  // how the session stores K=V rows; not fp32: also the KL of one step against fp32 rows
   bool same_experts = false;    // every layer hash-routed and every token the same id: all tokens pick the same experts
   uint64_t seed = 1;
@@ -45,18 +50,25 @@ struct DecodeBenchOptions {
 };
 
 // The benchmark's synthetic model at the real size: shape-only weights the GPU fills with random
-// values, or with options.shipped_formats the FP8 / FP4 ones made as random codes.
+// values, or with options.shipped_formats the FP8 / FP4 ones made as random codes (and the EXL3
+// routed experts shape-only, with options.exl3_bits).
 model::ModelWeights bench_weights(const model::ModelConfig& config, const DecodeBenchOptions& options);
-// The bytes one expert takes on the GPU: FP8 / FP4 as shipped, the rest in `linear_type`.
+// The bytes one Linear / one expert takes on the GPU: FP8 / FP4 as shipped, EXL3 packed at its bits
+// (core/packed_bytes.h, shape-only ones too), the rest in `linear_type`.
+double stored_linear_bytes(const LinearWeight& m, WeightType linear_type);
 double stored_expert_bytes(const model::ExpertWeights& expert, WeightType linear_type);
+// For the reports: the weights' formats, and the routed experts' alone ("FP4", "EXL3 3-bit", "bf16").
+std::string weights_description(const DecodeBenchOptions& options);
+std::string routed_expert_format(const DecodeBenchOptions& options);
 
 // Runs the benchmark; writes a markdown report to `out`. With options.split(), the split step's
 // benchmark (run_split_decode_bench).
 void run_decode_bench(const DecodeBenchOptions& options, std::ostream& out);
 
-// The decode step with some routed experts homed on the CPU (FP4 as shipped, random, in host
-// memory), issued eagerly: step time, the CPU's and the GPU's expert time, against the bound from
-// the GPU's and the host's read bandwidths, both measured in the same run.
+// The decode step with some routed experts homed on the CPU (FP4 as shipped, or EXL3 at
+// options.exl3_bits; random, in host memory), issued eagerly: step time, the CPU's and the GPU's
+// expert time, against the bound from the GPU's and the host's read bandwidths, both measured in
+// the same run.
 void run_split_decode_bench(const DecodeBenchOptions& options, std::ostream& out);
 
 // The GPU's read bandwidth (bytes/s): the median of 20 reads of a 4 GiB buffer.

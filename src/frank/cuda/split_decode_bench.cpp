@@ -5,7 +5,8 @@
 //         + sum over layers of max(CPU experts' bytes / host bandwidth, GPU experts' bytes / GPU bandwidth)
 // (the CPU and the GPU run a layer's experts concurrently; layers run one after another; attention,
 // norms and routers stay on the GPU). The CPU-homed experts are FP4 as DeepSeek ships them (random
-// bytes, scales near the trained weights' 2^-7), the GPU's in bf16/fp32 as the rest of the bench.
+// bytes, scales near the trained weights' 2^-7), or EXL3 with --format exl3-kN (random trellis and
+// sign vectors, model/synthetic_exl3.h); the GPU's as the rest of the bench stores them.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "frank/experts/expert_homes.h"
 #include "frank/model/shipped_formats.h"
 #include "frank/model/synthetic.h"
+#include "frank/model/synthetic_exl3.h"
 #include "memory_bandwidth.h"
 
 namespace frank::cuda {
@@ -62,9 +64,9 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   const experts::GpuWeightBytes gpu_bytes =
       o.shipped_formats
           ? experts::gpu_weight_bytes(config, weights, 2,
-                                      [](const model::WeightSlot& s) {
-                                        return model::shipped_bytes(model::v4_flash_format(s.name), s.shape[0],
-                                                                    s.shape[1]);
+                                      [&](const model::WeightSlot& s) {
+                                        return model::shipped_bytes(model::v4_flash_format(s.name, o.exl3_bits),
+                                                                    s.shape[0], s.shape[1], o.exl3_bits);
                                       })
           : experts::gpu_weight_bytes(config, weights, o.weights == WeightType::BF16 ? 2 : 4);
   experts::ExpertHomes homes =
@@ -72,19 +74,30 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   const int L = config.num_layers, T = o.tokens_per_step, E = config.n_routed_experts;
   const int64_t D = config.hidden_size, I = config.moe_intermediate_size;
 
-  // The CPU-homed experts in host memory, made in parallel (FP4 already with --format fp8-fp4).
+  // The CPU-homed experts in host memory, made in parallel (FP4 already with --format fp8-fp4; the
+  // EXL3 ones of --format exl3-kN are shape-only until now).
   ThreadPool pool(o.cpu_expert_threads, /*pin=*/true);
+  const bool host_data = !o.shipped_formats || o.exl3_bits > 0;
   std::vector<std::pair<int, int>> cpu_experts;
   for (int l = 0; l < L; ++l)
     for (int e = 0; e < E; ++e)
-      if (homes.on_cpu(l, e) && !o.shipped_formats) cpu_experts.emplace_back(l, e);
+      if (homes.on_cpu(l, e) && host_data) cpu_experts.emplace_back(l, e);
+  const auto random_expert_matrix = [&](int64_t rows, int64_t cols, uint64_t seed) {
+    if (o.exl3_bits == 0) return random_fp4(rows, cols, seed);
+    LinearWeight w;
+    w.quantized = model::random_exl3(rows, cols, o.exl3_bits, Exl3Codebook::ThreeInst, model::exl3_seeds(seed));
+    return w;
+  };
   pool.parallel_for(std::ssize(cpu_experts), [&](int64_t i) {
     const auto [l, e] = cpu_experts[static_cast<size_t>(i)];
     const uint64_t seed = o.seed * 1000003 + static_cast<uint64_t>(l * E + e) * 3;
     weights.layers[static_cast<size_t>(l)].moe.experts[static_cast<size_t>(e)] = {
-        random_fp4(I, D, seed << 32), random_fp4(I, D, (seed + 1) << 32), random_fp4(D, I, (seed + 2) << 32)};
+        random_expert_matrix(I, D, seed << 32), random_expert_matrix(I, D, (seed + 1) << 32),
+        random_expert_matrix(D, I, (seed + 2) << 32)};
   });
-  const double fp4_expert_bytes = 3.0 * (static_cast<double>(I * D) / 2 + static_cast<double>(I * D) / 32);
+  // One CPU-homed expert's bytes: gate and up [I, D], down [D, I].
+  const model::ShippedFormat cpu_format = o.exl3_bits > 0 ? model::ShippedFormat::Exl3 : model::ShippedFormat::Fp4;
+  const double cpu_expert_bytes = 3.0 * model::shipped_bytes(cpu_format, I, D, o.exl3_bits);
 
   const engine::Model model(config, std::move(weights));
   BenchRouting routing(o.routing_from, config, T);
@@ -169,7 +182,7 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
       for (const int32_t e : std::set<int32_t>(chosen.begin(), chosen.end()))
         (e >= 0 && cpu.runs_on_cpu(l)[static_cast<size_t>(e)] ? on_cpu : on_gpu) += 1;
       cpu_total += on_cpu, gpu_total += on_gpu + 1;
-      bound += std::max(on_cpu * fp4_expert_bytes / host_bw, (on_gpu * gpu_expert_bytes + shared_bytes) / gpu_bw) * 1e6;
+      bound += std::max(on_cpu * cpu_expert_bytes / host_bw, (on_gpu * gpu_expert_bytes + shared_bytes) / gpu_bw) * 1e6;
     }
     cpu_count.push_back(cpu_total);
     gpu_count.push_back(gpu_total);
@@ -188,15 +201,14 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
                      "layers, ctx {}, {} token(s) per step\n\n",
                      L, o.ctx, T);
   out << fmt::format("Placement: {} of {} routed experts on the CPU ({}); {:.2f} GB of weights on the GPU ({}); the "
-                     "CPU's experts FP4 as shipped ({:.2f} MB each, {:.1f} GB in host memory).\n\n",
+                     "CPU's experts {} ({:.2f} MB each, {:.1f} GB in host memory).\n\n",
                      on_cpu, total,
                      o.plan.empty() ? fmt::format("default ordering for --gpu-memory-budget {} GB", *o.gpu_memory_budget_gb)
                                     : "plan " + o.plan,
-                     gpu.weight_bytes() / 1e9,
-                     o.shipped_formats ? "FP8 / FP4 as shipped, the rest bf16"
-                                       : o.weights == WeightType::BF16 ? "bf16" : "fp32",
-                     fp4_expert_bytes / 1e6,
-                     static_cast<double>(on_cpu) * fp4_expert_bytes / 1e9);
+                     gpu.weight_bytes() / 1e9, weights_description(o),
+                     o.exl3_bits > 0 ? fmt::format("EXL3 {}-bit (3INST)", o.exl3_bits) : "FP4 as shipped",
+                     cpu_expert_bytes / 1e6,
+                     static_cast<double>(on_cpu) * cpu_expert_bytes / 1e9);
   out << fmt::format("GPU: {}, read bandwidth measured now {:.0f} GB/s (4 GiB, median of 20). Host: {} threads "
                      "pinned, read bandwidth measured now {:.1f} GB/s (4 GiB, {} threads, median of 10).\n\n",
                      prop.name, gpu_bw / 1e9, threads, host_bw / 1e9, threads);
@@ -229,13 +241,13 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   row("distinct CPU experts", cpu_count, "");
   row("distinct GPU experts (shared included)", gpu_count, "");
   row("bound from both bandwidths", bound_us, "us");
-  const double cpu_rate = median(cpu_count) * fp4_expert_bytes / (median(compute_us) * 1e-6);
+  const double cpu_rate = median(cpu_count) * cpu_expert_bytes / (median(compute_us) * 1e-6);
   out << fmt::format("\nBound = the step's other bytes ({:.1f} MB) / GPU bandwidth + per layer max(CPU experts x "
                      "{:.2f} MB / host bandwidth, (GPU experts x {:.2f} MB + the shared expert's {:.2f} MB) / GPU "
                      "bandwidth). The step runs at {:.0f}% of "
                      "the bound's speed; the CPU's experts are read at {:.1f} GB/s while it computes ({:.0f}% of the "
                      "host's measured bandwidth). {} steps after 3 warm-up steps.\n",
-                     (other.weight_bytes + other.state_bytes) / 1e6, fp4_expert_bytes / 1e6, gpu_expert_bytes / 1e6,
+                     (other.weight_bytes + other.state_bytes) / 1e6, cpu_expert_bytes / 1e6, gpu_expert_bytes / 1e6,
                      shared_bytes / 1e6, 100.0 * median(bound_us) / median(step_us), cpu_rate / 1e9, 100.0 * cpu_rate / host_bw, o.steps);
 }
 

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <unordered_map>
 
 #include "frank/core/error.h"
+#include "frank/core/packed_bytes.h"
 #include "frank/core/tensor.h"
 #include "frank/experts/baseline_plans.h"
 #include "frank/experts/model_fingerprint.h"
@@ -38,15 +40,28 @@ size_t ExpertHomes::cpu_count(int layer) const {
 
 GpuWeightBytes gpu_weight_bytes(const model::ModelConfig& config, const model::ModelWeights& weights,
                                 int linear_value_bytes, const LinearBytes& linear_bytes) {
-  // The layout alone (shapes, no data) of a model like `weights`, walked by name.
+  // The layout alone (shapes, no data) of a model like `weights`, walked by name; laid out first so
+  // that its routed experts' matrices can be paired with the model's own.
   model::ModelWeights layout;
   if (weights.mtp) layout.mtp.emplace();
+  model::for_each_weight(config, layout, [](const model::WeightSlot&) {});
+  std::unordered_map<const LinearWeight*, const QuantizedMatrix*> quantized_experts;
+  for (size_t l = 0; l < std::min(layout.layers.size(), weights.layers.size()); ++l) {
+    const auto& mine = layout.layers[l].moe.experts;
+    const auto& theirs = weights.layers[l].moe.experts;
+    for (size_t e = 0; e < std::min(mine.size(), theirs.size()); ++e)
+      for (auto part : {&model::ExpertWeights::gate, &model::ExpertWeights::up, &model::ExpertWeights::down})
+        if (const LinearWeight& m = theirs[e].*part; m.quantized) quantized_experts[&(mine[e].*part)] = &*m.quantized;
+  }
   GpuWeightBytes bytes;
   double routed = 0;
   model::for_each_weight(config, layout, [&](const model::WeightSlot& s) {
     const bool linear = s.role == model::WeightRole::Linear;
-    const double b = linear && linear_bytes ? linear_bytes(s)
-                                            : static_cast<double>(Tensor::count(s.shape)) * (linear ? linear_value_bytes : 4);
+    const auto q = linear ? quantized_experts.find(s.linear) : quantized_experts.end();
+    const double values = static_cast<double>(Tensor::count(s.shape));
+    const double b = q != quantized_experts.end() ? static_cast<double>(packed_bytes(*q->second))
+                     : linear && linear_bytes     ? linear_bytes(s)
+                                                  : values * (linear ? linear_value_bytes : 4);
     (s.name.starts_with("layers.") && s.name.find(".ffn.experts.") != std::string::npos ? routed : bytes.other) += b;
   });
   for (const auto& layer : weights.layers) bytes.other += static_cast<double>(layer.moe.tid2eid.size()) * 4;

@@ -43,9 +43,12 @@ class ExpertHomes {
 
 // The bytes the model's weights take in GPU memory when Linear weights are stored with
 // `linear_value_bytes` per value (bf16: 2, fp32: 4; quantised weights are decoded to that type)
-// and everything else as fp32: the routed experts of the main layers, each, and all the rest.
-// `linear_bytes`, when given, is what each Linear takes instead (a benchmark's weights in their
-// shipped FP8 / FP4 formats, model/shipped_formats.h).
+// and everything else as fp32: the routed experts of the main layers, each (the mean over them),
+// and all the rest. A routed expert's matrix that the model holds quantized counts packed
+// (core/packed_bytes.h: FP8 / FP4 as shipped, EXL3 at its bits, a shape-only EXL3 one too), as
+// DeviceWeights keeps a layer's experts when they share one format (cuda/device_weights.h); a
+// layer it decodes to dense instead is undercounted. `linear_bytes`, when given, is what every other Linear takes instead of its
+// values (a benchmark's shape-only weights in their shipped formats, model/shipped_formats.h).
 struct GpuWeightBytes {
   double other = 0;          // embedding, head, attention, routers, shared experts, norms, mHC, MTP
   double routed_expert = 0;  // one routed expert (gate, up, down)

@@ -3,7 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "frank/core/packed_bytes.h"
 #include "frank/core/splitmix64.h"
+#include "frank/model/synthetic_exl3.h"
 
 namespace frank::model {
 namespace {
@@ -43,7 +45,9 @@ QuantizedMatrix random_matrix(ShippedFormat f, int64_t rows, int64_t cols, uint6
 
 }  // namespace
 
-ShippedFormat v4_flash_format(std::string_view name) {
+ShippedFormat v4_flash_format(std::string_view name, int exl3_expert_bits) {
+  if (exl3_expert_bits > 0 && name.starts_with("layers.") && contains(name, ".ffn.experts."))
+    return ShippedFormat::Exl3;
   if (contains(name, ".ffn.experts.")) return ShippedFormat::Fp4;
   if (contains(name, ".ffn.shared_experts.") || contains(name, "e_proj.") || contains(name, "h_proj.") ||
       contains(name, "attn.indexer.wq_b."))
@@ -53,17 +57,19 @@ ShippedFormat v4_flash_format(std::string_view name) {
   return ShippedFormat::Bf16;  // compressors (attn.compressor.wkv too), weights_proj, router, head
 }
 
-double shipped_bytes(ShippedFormat f, int64_t rows, int64_t cols) {
+double shipped_bytes(ShippedFormat f, int64_t rows, int64_t cols, int exl3_bits) {
   const auto values = static_cast<double>(rows * cols);
   switch (f) {
     case ShippedFormat::Fp8: return values + static_cast<double>((rows + 127) / 128 * ((cols + 127) / 128));
     case ShippedFormat::Fp4: return values / 2 + values / 32;
+    case ShippedFormat::Exl3: return static_cast<double>(exl3_bytes(rows, cols, exl3_bits));
     case ShippedFormat::Bf16: break;
   }
   return 2 * values;
 }
 
-void fill_shipped_formats(const ModelConfig& config, ModelWeights& w, uint64_t seed, ThreadPool& pool) {
+void fill_shipped_formats(const ModelConfig& config, ModelWeights& w, uint64_t seed, ThreadPool& pool,
+                          int exl3_expert_bits) {
   struct Job {
     LinearWeight* weight;
     ShippedFormat format;
@@ -72,8 +78,11 @@ void fill_shipped_formats(const ModelConfig& config, ModelWeights& w, uint64_t s
   std::vector<Job> jobs;
   for_each_weight(config, w, [&](const WeightSlot& s) {
     if (s.linear == nullptr || !s.linear->dense.data.empty() || s.linear->quantized) return;
-    const ShippedFormat f = v4_flash_format(s.name);
-    if (f != ShippedFormat::Bf16) jobs.push_back({s.linear, f, s.shape});
+    const ShippedFormat f = v4_flash_format(s.name, exl3_expert_bits);
+    if (f == ShippedFormat::Exl3)
+      s.linear->quantized = exl3_shape_only(s.name, s.shape[0], s.shape[1], exl3_expert_bits);
+    else if (f != ShippedFormat::Bf16)
+      jobs.push_back({s.linear, f, s.shape});
   });
   pool.parallel_for(std::ssize(jobs), [&](int64_t i) {
     const Job& j = jobs[static_cast<size_t>(i)];

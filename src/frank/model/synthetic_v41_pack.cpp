@@ -19,6 +19,7 @@
 #include "frank/model/config_v41.h"
 #include "frank/model/engram_layout.h"
 #include "frank/model/safetensors_writer.h"
+#include "frank/model/synthetic_exl3.h"
 #include "frank/model/weight_init.h"
 #include "frank/model/weights_v41.h"
 
@@ -92,38 +93,11 @@ int64_t elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Sign/scale vector of random sign and magnitude 0.5..1.5 times `scale`, in fp16.
-std::vector<uint16_t> random_signs(uint64_t seed, int64_t size, float scale) {
-  SplitMix64 rng(seed);
-  std::vector<uint16_t> v(static_cast<size_t>(size));
-  for (auto& h : v) {
-    const uint64_t r = rng();
-    const float magnitude = 0.5f + static_cast<float>(r >> 40) * 0x1.0p-24f;
-    h = f32_to_f16((r & 1 ? -1.0f : 1.0f) * magnitude * scale);
-  }
-  return v;
-}
-
-// A random EXL3 Linear [rows = out, cols = in]. The scales make W = diag(suh) H Q H diag(svh) of
-// entries ~ 1/sqrt(in), like a trained Linear (Q has RMS ~1, the Hadamards are orthonormal).
+// A random EXL3 Linear [rows = out, cols = in] (synthetic_exl3.h), each tensor seeded by its name.
 QuantizedMatrix random_exl3(const std::string& stem, uint64_t seed, int64_t rows, int64_t cols, int bits,
                             Exl3Codebook codebook) {
-  QuantizedMatrix q;
-  q.format = QuantizedMatrix::Format::Exl3;
-  q.rows = rows;
-  q.cols = cols;
-  q.bits = bits;
-  q.codebook = codebook;
-  const int64_t k = cpu::exl3_padded(cols), n = cpu::exl3_padded(rows);
-  q.trellis.resize(static_cast<size_t>(k * n * bits / 16));
-  SplitMix64 rng(seed_of(seed, stem + ".trellis"));
-  for (size_t i = 0; i < q.trellis.size(); i += 4) {  // any bit pattern is a valid encoding
-    const uint64_t r = rng();
-    for (size_t j = 0; j < 4 && i + j < q.trellis.size(); ++j) q.trellis[i + j] = static_cast<uint16_t>(r >> (16 * j));
-  }
-  q.suh = random_signs(seed_of(seed, stem + ".suh"), k, 1.0f / std::sqrt(static_cast<float>(cols)));
-  q.svh = random_signs(seed_of(seed, stem + ".svh"), n, 1.0f);
-  return q;
+  const Exl3Seeds seeds{seed_of(seed, stem + ".trellis"), seed_of(seed, stem + ".suh"), seed_of(seed, stem + ".svh")};
+  return model::random_exl3(rows, cols, bits, codebook, seeds);
 }
 
 template <typename T>
