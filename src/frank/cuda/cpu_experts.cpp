@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "frank/core/error.h"
 #include "frank/cuda/device_array.h"
@@ -241,6 +243,7 @@ void CpuExperts::serve_one(uint64_t seq) {
   const int k = config_.experts_per_token;
   const auto started = Clock::now();
   Buffers& b = buffers(n);
+  std::optional<std::string> failure;
   try {
     if (layer < 0 || layer >= config_.num_layers || n < 0 || n > b.capacity_tokens)
       throw Error(fmt::format("hand-over {} names layer {} and {} tokens", seq, layer, n));
@@ -248,10 +251,15 @@ void CpuExperts::serve_one(uint64_t seq) {
                                {b.x, n, b.experts, b.weights, k}, b.partial);
     record_usage(layer, b, n);
   } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = "an exception of unknown type";
+  }
+  if (failure) {
     // The GPU still gets an answer (a zero sum), so it does not wait forever; finish() reports.
     if (n >= 0 && n <= b.capacity_tokens) std::fill_n(b.partial, int64_t{n} * config_.hidden_size, 0.0f);
     std::lock_guard lock(mutex_);
-    if (!error_) error_ = std::make_exception_ptr(Error(fmt::format("CPU experts, layer {}: {}", layer, e.what())));
+    if (!error_) error_ = std::make_exception_ptr(Error(fmt::format("CPU experts, layer {}: {}", layer, *failure)));
   }
   times_.compute_seconds += seconds_since(started);
   times_.layers += 1;
