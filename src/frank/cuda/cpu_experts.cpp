@@ -5,10 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <future>
-#include <optional>
 #include <set>
-#include <string>
 
 #include "frank/core/error.h"
 #include "frank/cuda/device_array.h"
@@ -20,8 +17,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Pinned host memory the GPU addresses at the same pointer (unified addressing, which every
-// 64-bit platform CUDA supports has; checked rather than assumed).
+// Pinned host memory the GPU addresses at the same pointer (unified addressing: every 64-bit
+// platform CUDA supports has it; checked rather than assumed).
 template <class T>
 T* mapped(int64_t count) {
   void* p = nullptr;
@@ -48,14 +45,6 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
-
 }  // namespace
 
 CpuExperts::CpuExperts(const model::ModelConfig& config, const model::ModelWeights& weights,
@@ -73,8 +62,8 @@ CpuExperts::CpuExperts(const model::ModelConfig& config, const model::ModelWeigh
   }
   try {
     allocate(captured_buffers_, kCapturedTokens);
-    mailbox_ = mapped<HostMailbox>(1);
-    std::memset(mailbox_, 0, sizeof(HostMailbox));
+    mailbox_ = mapped<HandshakeMailbox>(1);
+    std::memset(mailbox_, 0, sizeof(HandshakeMailbox));
     void* p = nullptr;
     check(cudaMalloc(&p, sizeof(HandshakeCounters)), "cudaMalloc (CPU experts)");
     counters_ = static_cast<HandshakeCounters*>(p);
@@ -82,24 +71,9 @@ CpuExperts::CpuExperts(const model::ModelConfig& config, const model::ModelWeigh
     check(cudaMemcpy(counters_, &zero, sizeof zero, cudaMemcpyHostToDevice), "CPU experts (counters)");
     // The pool is made on the worker, whose thread it pins to core 0 as its calling thread (the
     // thread constructing this object keeps its own affinity).
-    std::promise<void> made;
-    std::future<void> pool_made = made.get_future();
-    worker_ = std::thread([this, threads, made = std::move(made)]() mutable {
-      try {
-        pool_ = std::make_unique<ThreadPool>(threads, /*pin=*/true);
-      } catch (...) {
-        made.set_exception(std::current_exception());
-        return;
-      }
-      made.set_value();
-      serve();
-    });
-    try {
-      pool_made.get();
-    } catch (...) {
-      worker_.join();
-      throw;
-    }
+    worker_ = std::make_unique<HandshakeWorker>(
+        *mailbox_, [this, threads] { pool_ = std::make_unique<ThreadPool>(threads, /*pin=*/true); },
+        [this](int32_t layer, int32_t n, double waited) { serve_layer(layer, n, waited); });
   } catch (...) {
     release(captured_buffers_);
     free_mapped(mailbox_);
@@ -109,15 +83,8 @@ CpuExperts::CpuExperts(const model::ModelConfig& config, const model::ModelWeigh
 }
 
 CpuExperts::~CpuExperts() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  work_.notify_all();
-  worker_.join();
-  // A GPU wait no worker will serve any more passes; no kernel may touch the buffers once freed.
-  std::atomic_ref<uint64_t>(mailbox_->done).store(kHandshakeAborted, std::memory_order_release);
-  cudaDeviceSynchronize();
+  worker_.reset();  // any GPU wait still pending passes (kAborted)
+  cudaDeviceSynchronize();  // no kernel may touch the buffers once freed
   release(captured_buffers_);
   release(eager_buffers_);
   free_mapped(mailbox_);
@@ -192,78 +159,35 @@ void CpuExperts::add_sum(float* out, int n, cudaStream_t stream) {
   check(add_partial(out, buffers(n).partial, int64_t{n} * config_.hidden_size, stream), "CPU experts (add the sum)");
 }
 
-void CpuExperts::expect(int64_t count) {
-  {
-    std::lock_guard lock(mutex_);
-    expected_ += static_cast<uint64_t>(count);
-  }
-  work_.notify_all();
-}
+void CpuExperts::expect(int64_t count) { worker_->expect(count); }
 
 void CpuExperts::finish() {
-  std::unique_lock lock(mutex_);
-  while (!served_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return served_ == expected_; })) {
+  worker_->finish([&] {
     // A failed stream never reaches the hand-overs still expected.
     const cudaError_t state = cudaStreamQuery(stream_);
     if (state != cudaSuccess && state != cudaErrorNotReady)
-      throw Error(fmt::format("CPU experts: the stream failed before handing {} layer(s) over: {}",
-                              expected_ - served_, cudaGetErrorString(state)));
-  }
-  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+      throw Error(fmt::format("CPU experts: the stream failed before handing its layers over: {}",
+                              cudaGetErrorString(state)));
+  });
 }
 
-void CpuExperts::serve() {
-  while (true) {
-    uint64_t seq = 0;
-    {
-      std::unique_lock lock(mutex_);
-      work_.wait(lock, [&] { return stopping_ || served_ < expected_; });
-      if (stopping_) return;
-      seq = served_ + 1;
-    }
-    // A step is in flight: spin (on the pool's core 0) for the GPU's hand-over.
-    const auto waiting = Clock::now();
-    while (std::atomic_ref<uint64_t>(mailbox_->request).load(std::memory_order_acquire) < seq) {
-      if (stopping_.load(std::memory_order_relaxed)) return;
-      cpu_relax();
-    }
-    times_.wait_seconds += seconds_since(waiting);
-    serve_one(seq);
-    {
-      std::lock_guard lock(mutex_);
-      served_ = seq;
-    }
-    served_cv_.notify_all();
-  }
-}
-
-void CpuExperts::serve_one(uint64_t seq) {
-  // Published with `seq` (the acquire above): where no other hand-over can be until this one is done.
-  const int layer = mailbox_->layer, n = mailbox_->tokens;
-  const int k = config_.experts_per_token;
-  const auto started = Clock::now();
-  Buffers& b = buffers(n);
-  std::optional<std::string> failure;
-  try {
-    if (layer < 0 || layer >= config_.num_layers || n < 0 || n > b.capacity_tokens)
-      throw Error(fmt::format("hand-over {} names layer {} and {} tokens", seq, layer, n));
-    engine::cpu_routed_experts(*pool_, config_, *moes_[static_cast<size_t>(layer)], runs_on_cpu(layer),
-                               {b.x, n, b.experts, b.weights, k}, b.partial);
-    record_usage(layer, b, n);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  } catch (...) {
-    failure = "an exception of unknown type";
-  }
-  if (failure) {
-    // The GPU still gets an answer (a zero sum), so it does not wait forever; finish() reports.
-    if (n >= 0 && n <= b.capacity_tokens) std::fill_n(b.partial, int64_t{n} * config_.hidden_size, 0.0f);
-    std::lock_guard lock(mutex_);
-    if (!error_) error_ = std::make_exception_ptr(Error(fmt::format("CPU experts, layer {}: {}", layer, *failure)));
-  }
-  times_.compute_seconds += seconds_since(started);
+void CpuExperts::serve_layer(int layer, int n, double waited) {
+  times_.wait_seconds += waited;
   times_.layers += 1;
-  std::atomic_ref<uint64_t>(mailbox_->done).store(seq, std::memory_order_release);
+  const auto started = Clock::now();
+  if (layer < 0 || layer >= config_.num_layers || n < 0 || n > buffers(n).capacity_tokens)
+    throw Error(fmt::format("CPU experts: a hand-over of layer {} and {} tokens", layer, n));
+  Buffers& b = buffers(n);
+  try {
+    engine::cpu_routed_experts(*pool_, config_, *moes_[static_cast<size_t>(layer)], runs_on_cpu(layer),
+                               {b.x, n, b.experts, b.weights, config_.experts_per_token}, b.partial);
+  } catch (const std::exception& e) {
+    // The GPU still adds this sum (the worker answers the hand-over): zeros, not a stale layer's.
+    std::fill_n(b.partial, int64_t{n} * config_.hidden_size, 0.0f);
+    throw Error(fmt::format("CPU experts, layer {}: {}", layer, e.what()));
+  }
+  record_usage(layer, b, n);
+  times_.compute_seconds += seconds_since(started);
 }
 
 void CpuExperts::record_usage(int layer, const Buffers& b, int n) {

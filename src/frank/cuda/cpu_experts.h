@@ -11,11 +11,13 @@
 //               memory and publishes the layer's sequence number -> the GPU's experts (CPU-homed ones
 //               dropped) -> add_sum: a kernel spins until the host published the same number in
 //               return, then the CPU's sum (host-mapped) is added
-//   worker:     spins until the next sequence number arrives -> computes the CPU's sum into pinned
-//               memory (concurrently with the GPU's experts) -> publishes the number (release store)
-// A kernel, not cudaLaunchHostFunc, signals the host: a host node would hold the stream until the
-// callback thread ran it, and CUDA's callback thread adds tens of microseconds per layer; the worker
-// spinning on mapped memory sees the number a PCIe write after it is stored. The worker spins only
+//   worker:     (core/handshake_worker.h) spins until the next sequence number arrives -> computes
+//               the CPU's sum into pinned memory (concurrently with the GPU's experts) -> publishes
+//               the number (release store)
+// A kernel, not cudaLaunchHostFunc, signals the host: a host node holds the stream until CUDA's
+// callback thread has run it, a thread wake-up per layer on the GPU's path, and the callback would
+// still have to wake the worker; the worker spinning on mapped memory sees the number one PCIe
+// write after the GPU stores it. The worker spins only
 // while the host knows hand-overs are coming (expected, below), and sleeps between steps.
 //
 // The host counts the hand-overs it issued: hand_over() counts itself when issued eagerly; while
@@ -33,18 +35,14 @@
 // changes runs_on_cpu between steps only, after take_step_usage() (the worker is idle then).
 #include <cuda_runtime.h>
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <memory>
-#include <mutex>
 #include <span>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "frank/core/handshake_worker.h"
 #include "frank/core/thread_pool.h"
 #include "frank/cuda/hybrid_moe.cuh"
 #include "frank/experts/expert_homes.h"
@@ -134,8 +132,8 @@ class CpuExperts {
   void allocate(Buffers& b, int64_t tokens);
   static void release(Buffers& b);
   Buffers& buffers(int n) { return n <= kCapturedTokens ? captured_buffers_ : eager_buffers_; }
-  void serve();                             // the worker's loop
-  void serve_one(uint64_t seq);             // computes the hand-over `seq`, published in the mailbox
+  // On the worker: the CPU's sum of the layer handed over (`waited`: seconds spent waiting for it).
+  void serve_layer(int layer, int n, double waited);
   void record_usage(int layer, const Buffers& b, int n);
 
   const model::ModelConfig& config_;
@@ -146,21 +144,13 @@ class CpuExperts {
   std::unique_ptr<ThreadPool> pool_;             // made on the worker (its calling thread is pinned)
 
   Buffers captured_buffers_, eager_buffers_;
-  HostMailbox* mailbox_ = nullptr;         // host-mapped, at the same address on the GPU
+  HandshakeMailbox* mailbox_ = nullptr;    // host-mapped, at the same address on the GPU
   HandshakeCounters* counters_ = nullptr;  // device memory
   cudaStream_t stream_ = nullptr;          // the last hand-over's, checked for errors by finish()
   int64_t captured_ = 0;
-
-  // The worker's state. expected_ and served_ count hand-overs; the worker serves while
-  // served_ < expected_, and sequence number s is the s-th hand-over (from 1).
-  std::mutex mutex_;
-  std::condition_variable work_, served_cv_;
-  uint64_t expected_ = 0, served_ = 0;
-  std::exception_ptr error_;  // the first error since the last finish()
-  std::atomic<bool> stopping_{false};
   StepUsage usage_;  // written by the worker, read after finish()
   Times times_;      // likewise (the GPU share's time: by take_times())
-  std::thread worker_;
+  std::unique_ptr<HandshakeWorker> worker_;
 
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> gpu_share_events_;  // reused after take_times()
   size_t gpu_shares_ = 0;                                              // pairs recorded since

@@ -38,7 +38,7 @@ __global__ void add_partial_kernel(float* __restrict__ out, const float* __restr
 __global__ void hand_over_kernel(const float* __restrict__ x, int64_t x_count, const int32_t* __restrict__ experts,
                                  const float* __restrict__ weights, int routing_count, int layer, int n,
                                  float* host_x, int32_t* host_experts, float* host_weights,
-                                 HandshakeCounters* counters, HostMailbox* mailbox) {
+                                 HandshakeCounters* counters, HandshakeMailbox* mailbox) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < x_count; i += stride)
     host_x[i] = x[i];
@@ -59,7 +59,7 @@ __global__ void hand_over_kernel(const float* __restrict__ x, int64_t x_count, c
   store_release_system(&mailbox->request, seq);
 }
 
-__global__ void wait_for_host_kernel(const HandshakeCounters* counters, const HostMailbox* mailbox) {
+__global__ void wait_for_host_kernel(const HandshakeCounters* counters, const HandshakeMailbox* mailbox) {
   const uint64_t want = counters->issued;
   while (load_acquire_system(&mailbox->done) < want) __nanosleep(256);
 }
@@ -86,7 +86,7 @@ cudaError_t add_partial(float* out, const float* partial, int64_t count, cudaStr
 
 cudaError_t hand_over_layer(const float* x, int n, int D, const int32_t* experts, const float* weights, int k,
                             int layer, float* host_x, int32_t* host_experts, float* host_weights,
-                            HandshakeCounters* counters, HostMailbox* mailbox, cudaStream_t stream) {
+                            HandshakeCounters* counters, HandshakeMailbox* mailbox, cudaStream_t stream) {
   if (n < 0 || D < 1 || k < 1 || !counters || !mailbox ||
       (n > 0 && (!x || !experts || !weights || !host_x || !host_experts || !host_weights)))
     return cudaErrorInvalidValue;
@@ -100,7 +100,7 @@ cudaError_t hand_over_layer(const float* x, int n, int D, const int32_t* experts
   return cudaGetLastError();
 }
 
-cudaError_t wait_for_host(const HandshakeCounters* counters, const HostMailbox* mailbox, cudaStream_t stream) {
+cudaError_t wait_for_host(const HandshakeCounters* counters, const HandshakeMailbox* mailbox, cudaStream_t stream) {
   if (!counters || !mailbox) return cudaErrorInvalidValue;
   wait_for_host_kernel<<<1, 1, 0, stream>>>(counters, mailbox);
   return cudaGetLastError();

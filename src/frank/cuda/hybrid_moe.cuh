@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include "frank/core/handshake_worker.h"
+
 namespace frank::cuda {
 
 // gpu_experts[i] = experts[i], or -1 where it is a CPU-homed expert (on_cpu[e] != 0, on_cpu [E]);
@@ -20,18 +22,11 @@ cudaError_t add_partial(float* out, const float* partial, int64_t count, cudaStr
 // ---- the handshake (cpu_experts.h) -----------------------------------------------------------
 //
 // Each hand-over of a layer gets the next sequence number, counted on the device (HandshakeCounters:
-// a graph replays the same parameters, so the number cannot be one). The GPU publishes it in
-// HostMailbox::request after the layer's inputs; the host publishes it in HostMailbox::done after
-// the layer's sum. Hand-overs are strictly sequential (the GPU waits for sum s before it can hand
-// over s + 1), so one mailbox and one set of buffers serve every layer.
-
-// In host-mapped pinned memory; each side writes its own cache line.
-struct HostMailbox {
-  alignas(64) uint64_t request;  // GPU -> host: the sequence number of the last hand-over
-  int32_t layer, tokens;         // ... its layer and token count, published with it
-  alignas(64) uint64_t done;     // host -> GPU: the last sequence number summed, or kHandshakeAborted
-};
-constexpr uint64_t kHandshakeAborted = UINT64_MAX;  // the host stopped: every wait passes
+// a graph replays the same parameters, so the number cannot be one). The GPU publishes it in the
+// mailbox's `request` (core/handshake_worker.h: in host-mapped pinned memory) after the layer's
+// inputs; the host's HandshakeWorker publishes it in `done` after the layer's sum. Hand-overs are
+// strictly sequential (the GPU waits for sum s before it can hand over s + 1), so one mailbox and
+// one set of buffers serve every layer.
 
 // In device memory, zero at first.
 struct HandshakeCounters {
@@ -44,10 +39,10 @@ struct HandshakeCounters {
 // system-scope release: the host that reads it sees the copies).
 cudaError_t hand_over_layer(const float* x, int n, int D, const int32_t* experts, const float* weights, int k,
                             int layer, float* host_x, int32_t* host_experts, float* host_weights,
-                            HandshakeCounters* counters, HostMailbox* mailbox, cudaStream_t stream);
+                            HandshakeCounters* counters, HandshakeMailbox* mailbox, cudaStream_t stream);
 
 // Waits (one thread spinning on a system-scope acquire) until mailbox->done reaches
-// counters->issued: the host's sum of the last hand-over is in its buffer.
-cudaError_t wait_for_host(const HandshakeCounters* counters, const HostMailbox* mailbox, cudaStream_t stream);
+// counters->issued (kAborted passes too): the host's sum of the last hand-over is in its buffer.
+cudaError_t wait_for_host(const HandshakeCounters* counters, const HandshakeMailbox* mailbox, cudaStream_t stream);
 
 }  // namespace frank::cuda
