@@ -33,6 +33,7 @@ struct DecodeOptions {
   std::optional<double> gpu_memory_budget_gb;
   unsigned cpu_expert_threads = 0;
   size_t expert_cache_slots = experts::kDefaultCacheSlots;
+  bool split_graphs = false;
   std::string routing_from;
 };
 
@@ -60,6 +61,7 @@ void run_decode(const DecodeOptions& o) {
   b.gpu_memory_budget_gb = o.gpu_memory_budget_gb;
   b.cpu_expert_threads = o.cpu_expert_threads;
   b.expert_cache_slots = o.expert_cache_slots;
+  b.split_graphs = o.split_graphs;
   b.routing_from = o.routing_from;
   cuda::run_decode_bench(b, std::cout);
 #else
@@ -105,8 +107,8 @@ void register_bench(CLI::App& app) {
                    "against the measured bandwidth");
   decode->add_option("--plan", o->plan,
                      "expert plan: its CPU-homed routed experts (FP4, or EXL3 with --format exl3-kN; random) run on "
-                     "the CPU; the step is issued eagerly and timed against the bound from the GPU's and the host's "
-                     "bandwidths");
+                     "the CPU; the step is issued eagerly (or replayed with --split-graphs) and timed against the "
+                     "bound from the GPU's and the host's bandwidths");
   decode->add_option("--gpu-memory-budget", o->gpu_memory_budget_gb,
                      "GB of GPU memory for the weights: the routed experts that do not fit run on the CPU (default "
                      "ordering unless --plan)")
@@ -118,6 +120,8 @@ void register_bench(CLI::App& app) {
                      "GPU slots, one routed expert each, holding copies of the CPU-homed experts used most; they "
                      "come out of --gpu-memory-budget")
       ->capture_default_str();
+  decode->add_flag("--split-graphs", o->split_graphs,
+                   "with --plan / --gpu-memory-budget: replay the split step as a captured CUDA graph");
   decode->add_option("--routing-from", o->routing_from,
                      "a routing trace (frank plan generate-trace, --record-routing) whose experts every step routes "
                      "to, in order, cycled; the trace's layers, experts and top-k must match the model")

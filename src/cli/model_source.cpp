@@ -140,8 +140,7 @@ struct Backend::Gpu {
     const size_t cpu = homes.cpu_count(), total = static_cast<size_t>(m.config().num_layers) * m.config().n_routed_experts;
     const size_t slots = experts::usable_cache_slots(homes, source.expert_cache_slots);
     std::cerr << fmt::format("experts: {} of {} routed experts on the CPU ({}), {} GPU cache slots, {:.2f} GB of "
-                             "weights and slots on the GPU; steps with CPU experts are issued eagerly (no CUDA "
-                             "graphs)\n",
+                             "weights and slots on the GPU\n",
                              cpu, total, source.plan.empty() ? "default ordering" : source.plan, slots,
                              (bytes.other + static_cast<double>(total - cpu + slots) * bytes.routed_expert) / 1e9);
     model.device_weights().set_cpu_experts(

@@ -1,10 +1,14 @@
 // Routed experts split between GPU and CPU by a plan (issue 7; cuda/cpu_experts.h): on every golden
 // fixture, with a third of the routed experts homed on the CPU (the default ordering), the logits
-// equal the CPU reference and the all-GPU run, fed in full and incrementally; the CPU-homed experts
-// never reach device memory; a bad placement is refused. With GPU cache slots (expert_cache_slots.h)
-// the logits stay the all-GPU run's while experts are admitted and evicted, the counters add up
-// against the routings read back from the device, and the admissions are experts::ExpertCache's
-// (the simulator's policy) for the same routings. Skipped, saying so, without a CUDA device.
+// equal the CPU reference and the all-GPU run, fed in full and incrementally (decode steps replayed
+// as CUDA graphs); the CPU-homed experts never reach device memory; a bad placement is refused. A
+// split step replayed from a graph gives the eager split step's bits, and every replay's layers
+// reach the host (the handshake's sequence numbers advance); a GPU wait the host will not serve is
+// released when the CPU experts are destroyed. With GPU cache slots (expert_cache_slots.h) the
+// logits stay the all-GPU run's while experts are admitted and evicted, eagerly and in graphs, the
+// counters add up against the routings read back from the device, and the admissions are
+// experts::ExpertCache's (the simulator's policy) for the same routings. Skipped, saying so,
+// without a CUDA device.
 //
 // Tolerance: fp32 weights, |split - reference| <= 1e-3 * max(1, |reference|), the CUDA forward's own
 // (test_cuda_forward.cpp). The split changes only where the routed sum is added: the GPU's experts
@@ -18,9 +22,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <future>
 #include <set>
+#include <string_view>
+#include <thread>
 
 #include "frank/core/error.h"
 #include "frank/cuda/cuda_model.h"
@@ -35,6 +44,29 @@
 
 namespace frank::test {
 namespace {
+
+int64_t replayed(const cuda::CudaModel& m) {
+  return std::count_if(m.step_times().begin(), m.step_times().end(), [](const cuda::StepTime& t) { return t.graph; });
+}
+
+int split_layers(const experts::ExpertHomes& homes) {
+  int n = 0;
+  for (int l = 0; l < homes.n_layers(); ++l) n += homes.cpu_count(l) > 0 ? 1 : 0;
+  return n;
+}
+
+// Runs `f` on another thread; a call that does not return within `limit` fails the test and ends
+// the process (a hung handshake would otherwise hang the whole suite).
+template <class F>
+void returns_within(std::chrono::seconds limit, const std::string& what, F f) {
+  auto done = std::async(std::launch::async, std::move(f));
+  if (done.wait_for(limit) == std::future_status::timeout) {
+    ADD_FAILURE() << what << " did not return within " << limit.count() << " s";
+    std::cout.flush();
+    std::_Exit(1);
+  }
+  done.get();
+}
 
 // A third of the model's routed experts on the CPU, spread evenly (the default ordering).
 experts::ExpertHomes third_on_cpu(const model::ModelConfig& c) {
@@ -60,8 +92,7 @@ TEST(CudaHybrid, AThirdOfTheExpertsOnTheCpuGivesTheSameLogits) {
       cuda::CudaModel split(*model, cuda::WeightType::F32);
       experts::ExpertHomes homes = third_on_cpu(c);
       const size_t cpu_count = homes.cpu_count();
-      int split_layers = 0;  // each keeps a device copy of its home flags, one byte per expert
-      for (int l = 0; l < c.num_layers; ++l) split_layers += homes.cpu_count(l) > 0 ? 1 : 0;
+      const int flagged_layers = split_layers(homes);  // each keeps a device copy of its flags, a byte an expert
       split.device_weights().set_cpu_experts(std::make_unique<cuda::CpuExperts>(c, model->weights(), std::move(homes), 2));
       cuda::CudaRunner split_run(split);
       const Tensor got = engine::sequence_logits(split_run, f.vocab, f.ids, feed);
@@ -92,10 +123,11 @@ TEST(CudaHybrid, AThirdOfTheExpertsOnTheCpuGivesTheSameLogits) {
       EXPECT_LE(vs_reference.err, 1e-3) << f.name() << " " << mode << ": position " << vs_reference.row;
       EXPECT_LE(vs_gpu.err, 1e-3) << f.name() << " " << mode << ": position " << vs_gpu.row;
       EXPECT_GT(times.experts, 0) << "no CPU-homed expert was chosen: the split was not exercised";
-      EXPECT_EQ(saved, cpu_expert_bytes - static_cast<double>(split_layers) * c.n_routed_experts);
-      EXPECT_TRUE(std::none_of(split.step_times().begin(), split.step_times().end(),
-                               [](const cuda::StepTime& t) { return t.graph; }))
-          << "steps with CPU experts must be issued eagerly";
+      EXPECT_EQ(saved, cpu_expert_bytes - static_cast<double>(flagged_layers) * c.n_routed_experts);
+      // Fed a token a call, every call after the first replays (or captures) a graph.
+      if (std::string_view(mode) == "incremental") {
+        EXPECT_EQ(replayed(split), std::ssize(split.step_times()) - 1) << f.name() << ": split steps ran eagerly";
+      }
     }
   }
 }
@@ -121,7 +153,9 @@ CachedRun run_with_cache(const std::filesystem::path& dir, size_t slots, const e
   const model::ModelConfig& c = model->config();
   const int E = c.n_routed_experts;
   cuda::CudaModel all_gpu(*model, cuda::WeightType::F32);
-  cuda::CudaModel split(*model, cuda::WeightType::F32);
+  // Eager: the routings are read back from LayerState::last_experts, which a graph does not keep
+  // (CudaModelGraphs below runs the cache in graphs).
+  cuda::CudaModel split(*model, cuda::WeightType::F32, 0, {.enabled = false});
   const experts::ExpertHomes homes = third_on_cpu(c);
   split.device_weights().set_cpu_experts(std::make_unique<cuda::CpuExperts>(c, model->weights(), homes, 2));
   split.device_weights().set_expert_cache(slots, policy);
@@ -222,6 +256,151 @@ TEST(CudaHybridCache, AdmissionsAreTheSimulatorsExpertCaches) {
   ASSERT_FALSE(dirs.empty());
   const CachedRun run = run_with_cache(dirs.front(), 3, {.half_life_steps = 4, .max_fills_per_step = 1});
   EXPECT_GT(run.fills, 0u);
+}
+
+// The cache's changes between steps (table entries, home flags, the host's runs_on_cpu) reach the
+// graphs replayed after them: two slots and a short half-life, so experts come and go while the
+// split model replays its decode steps; its logits stay the all-GPU run's within the hybrid
+// tolerance (an expert the GPU ran from a slot the host also ran, or neither did, moves them far more).
+TEST(CudaHybridCache, GraphReplaysFollowTheCachesChanges) {
+  REQUIRE_GPU();
+  const auto dirs = fixture_dirs();
+  ASSERT_FALSE(dirs.empty());
+  const Fixture f = load_fixture(dirs.front());
+  const auto model = load(dirs.front());
+  const model::ModelConfig& c = model->config();
+  cuda::CudaModel all_gpu(*model, cuda::WeightType::F32);
+  cuda::CudaModel split(*model, cuda::WeightType::F32);
+  split.device_weights().set_cpu_experts(
+      std::make_unique<cuda::CpuExperts>(c, model->weights(), third_on_cpu(c), 2));
+  split.device_weights().set_expert_cache(2, {.half_life_steps = 1, .max_fills_per_step = 2});
+  for (int pass = 0; pass < 2; ++pass) {
+    cuda::DeviceSession gpu_session = all_gpu.new_session(), split_session = split.new_session();
+    for (size_t i = 0; i < f.ids.size(); ++i) {
+      const std::vector<int32_t> one{f.ids[i]};
+      const Tensor want = all_gpu.forward(gpu_session, one, engine::Model::Logits::Last);
+      const Tensor got = split.forward(split_session, one, engine::Model::Logits::Last);
+      EXPECT_LE(compare(got, want).err, 1e-3) << "step " << i << " (pass " << pass << ")";
+    }
+  }
+  const auto counted = split.device_weights().expert_cache()->counters();
+  std::cout << fmt::format("[ cache in graphs ] {}: {} of {} steps replayed, {} hits, {} fills, {} evictions\n",
+                           f.name(), replayed(split), split.step_times().size(), counted.hit_routings, counted.fills,
+                           counted.evictions);
+  EXPECT_GT(replayed(split), std::ssize(f.ids)) << "too few split steps replayed graphs";
+  EXPECT_GT(counted.hit_routings, 0u) << "no routing ran on a GPU copy: the cache was not exercised";
+  EXPECT_GT(counted.evictions, 0u) << "nothing was evicted: the churn was not exercised";
+}
+
+// Split decode and verify steps replay captured graphs by default. Issued eagerly instead, every
+// logit must be the same, bit for bit: the same kernels and the same host computation (test_cuda_
+// forward.cpp's CudaGraphs test for the rest of the step). The prompt is fed twice (two sessions
+// of one model), a span of 8 positions makes the calls cross graph bounds and capture new graphs
+// often, and every call's split layers must reach the host: a replay that reused the previous
+// replay's sequence numbers would pass its waits without the host's sums (wrong logits) or, with
+// the host counting, leave layers unserved.
+TEST(CudaHybridGraphs, ReplayedSplitStepsEqualEagerSplitStepsBitForBit) {
+  REQUIRE_GPU();
+  for (const auto& dir : fixture_dirs()) {
+    const Fixture f = load_fixture(dir);
+    const auto model = load(dir);
+    const model::ModelConfig& c = model->config();
+    for (const char* mode : {"incremental", "chunked:3"}) {
+      cuda::CudaModel eager(*model, cuda::WeightType::F32, 0, {.enabled = false});
+      cuda::CudaModel graphs(*model, cuda::WeightType::F32, 0, {.enabled = true, .span = 8});
+      for (cuda::CudaModel* m : {&eager, &graphs})
+        m->device_weights().set_cpu_experts(
+            std::make_unique<cuda::CpuExperts>(c, model->weights(), third_on_cpu(c), 2));
+      const int layers = split_layers(third_on_cpu(c));
+      const auto feed = engine::parse_feed_mode(mode);
+      for (int pass = 0; pass < 2; ++pass) {
+        cuda::CudaRunner eager_run(eager), graph_run(graphs);
+        const Tensor want = engine::sequence_logits(eager_run, f.vocab, f.ids, feed);
+        const Tensor got = engine::sequence_logits(graph_run, f.vocab, f.ids, feed);
+        ASSERT_EQ(got.shape, want.shape);
+        EXPECT_EQ(0, std::memcmp(got.data.data(), want.data.data(), want.data.size() * sizeof(float)))
+            << f.name() << " " << mode << " pass " << pass << ": graph-replayed split logits differ from eager ones";
+      }
+      const cuda::CpuExperts::Times times = graphs.device_weights().cpu_experts()->take_times();
+      EXPECT_GT(replayed(graphs), std::ssize(f.ids) / 4) << f.name() << " " << mode << ": too few calls ran as graphs";
+      EXPECT_EQ(replayed(eager), 0);
+      EXPECT_EQ(times.layers, std::ssize(graphs.step_times()) * layers)
+          << f.name() << " " << mode << ": hand-overs served, against the calls' split layers";
+      std::cout << fmt::format("[ split graphs ] {} {}: {} of {} calls replayed, {} layers handed over, bit-identical "
+                               "to eager\n",
+                               f.name(), mode, replayed(graphs), graphs.step_times().size(), times.layers);
+    }
+  }
+}
+
+// A split model and its session destroyed after graph replays return: the model's destructor waits
+// for its stream while the worker still serves, then the worker stops. (A step's calls return after
+// its stream is done; the next test destroys the host side while the GPU still waits on it.)
+TEST(CudaHybridGraphs, DestroyingASplitModelAfterGraphStepsReturns) {
+  REQUIRE_GPU();
+  const auto dirs = fixture_dirs();
+  ASSERT_FALSE(dirs.empty());
+  const Fixture f = load_fixture(dirs.front());
+  const auto model = load(dirs.front());
+  const model::ModelConfig& c = model->config();
+  returns_within(std::chrono::seconds(120), "a split model's destruction", [&] {
+    auto split = std::make_unique<cuda::CudaModel>(*model, cuda::WeightType::F32);
+    split->device_weights().set_cpu_experts(
+        std::make_unique<cuda::CpuExperts>(c, model->weights(), third_on_cpu(c), 2));
+    auto session = std::make_unique<cuda::DeviceSession>(split->new_session());
+    for (size_t i = 0; i < std::min<size_t>(f.ids.size(), 6); ++i)
+      split->forward(*session, std::span<const int32_t>(&f.ids[i], 1), engine::Model::Logits::Last);
+    EXPECT_GT(replayed(*split), 0);
+    session.reset();  // its device arrays are freed on the model's stream
+    split.reset();
+  });
+}
+
+// A GPU wait the worker is never told about (a graph launched without CpuExperts::expect) holds the
+// stream; destroying the CPU experts releases it, and the stream finishes.
+TEST(CudaHybridGraphs, DestroyingTheCpuExpertsReleasesAWaitingGpu) {
+  REQUIRE_GPU();
+  const auto dirs = fixture_dirs();
+  ASSERT_FALSE(dirs.empty());
+  const auto model = load(dirs.front());
+  const model::ModelConfig& c = model->config();
+  const experts::ExpertHomes homes = third_on_cpu(c);
+  int layer = 0;
+  while (homes.cpu_count(layer) == 0) ++layer;
+  const cudaStream_t stream = cuda::make_stream();
+  {  // everything on the stream is freed before it goes
+    const int k = c.experts_per_token, D = c.hidden_size;
+    cuda::DeviceArray<float> x({1, D}, stream), out({1, D}, stream), weights({1, k}, stream);
+    cuda::DeviceArray<int32_t> experts({1, k}, stream);
+    for (cuda::DeviceArray<float>* a : {&x, &out, &weights}) a->fill_bytes(0);
+    experts.fill_bytes(0);
+    auto cpu = std::make_unique<cuda::CpuExperts>(c, model->weights(), homes, 2);
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    cpu->hand_over(layer, x.data(), 1, experts.data(), weights.data(), k, stream);
+    cpu->add_sum(out.data(), 1, stream);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    EXPECT_EQ(cpu->captured(), 1);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    cudaGraphDestroy(graph);
+    auto synchronized = [&] { EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess); };
+
+    // Told: the worker serves the replay.
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    cpu->expect(1);
+    returns_within(std::chrono::seconds(60), "a served replay", synchronized);
+    EXPECT_EQ(cpu->take_times().layers, 1);
+
+    // Not told: the GPU waits until the CPU experts go.
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "the GPU did not wait for the host";
+    returns_within(std::chrono::seconds(60), "the CPU experts' destruction", [&] { cpu.reset(); });
+    returns_within(std::chrono::seconds(60), "the released stream", synchronized);
+    cudaGraphExecDestroy(exec);
+  }
+  cudaStreamDestroy(stream);
 }
 
 TEST(CudaHybrid, HomesAreFixedBeforeTheFirstStep) {

@@ -8,6 +8,10 @@
 #include "frank/engine/decoder_layer.h"
 
 namespace frank::cuda {
+
+static_assert(CudaModel::kGraphTokens <= CpuExperts::kCapturedTokens,
+              "a captured split step's hand-overs need the fixed buffers");
+
 cudaStream_t make_stream() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
@@ -144,8 +148,10 @@ CudaModel::Results CudaModel::run(DeviceSession& s, std::span<const int32_t> ids
   // A call that goes past a graph's bound may grow the state the graph points at (entries): the
   // graph is dropped. (Without rewinds no later call could replay it anyway.)
   std::erase_if(s.graphs, [&](const auto& g) { return s.position + std::ssize(ids) > g->end_bound; });
-  // Steps with CPU-homed experts synchronise with the host inside (cpu_experts.h): issued eagerly.
-  last_graph_ = graphs_.enabled && warm_ && std::ssize(ids) <= kGraphTokens && !weights_.has_cpu_experts();
+  last_graph_ = graphs_.enabled && warm_ && std::ssize(ids) <= kGraphTokens;
+  // The GPU cache's copies (expert_cache_slots.h) come from outside the graph: the stream waits for
+  // them before it, not at the step's first split layer as an eager step does.
+  if (last_graph_) weights_.wait_for_expert_copies();
   s.position_at.copy_from_host(&s.position);
   engine::ForcedRouting forced;
   if (routing_replay_ != nullptr) forced = routing_replay_->take(std::ssize(ids));
@@ -199,6 +205,7 @@ CudaModel::Results CudaModel::replay(DeviceSession& s, std::span<const int32_t> 
   g.ids.device.copy_from_host(ids.data());
   if (forcing) g.ids.forced_experts.copy_from_host(forced->experts.data());
   check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
+  if (g.hand_overs > 0) weights_.cpu_experts()->expect(g.hand_overs);  // the host's worker serves its split layers
   return {&g.logits, &g.streams};
 }
 
@@ -222,6 +229,8 @@ std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const 
   g->logits = DeviceArray<float>({outputs.all_logits ? n : 1, c.vocab_size}, stream_);
   if (outputs.streams) g->streams = DeviceArray<float>({n, int64_t{c.hc_mult} * c.hidden_size}, stream_);
 
+  CpuExperts* cpu = weights_.cpu_experts();
+  const int64_t hand_overs = cpu != nullptr ? cpu->captured() : 0;
   check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   cudaGraph_t graph = nullptr;
   try {
@@ -241,6 +250,7 @@ std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const 
     throw;
   }
   check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  g->hand_overs = cpu != nullptr ? cpu->captured() - hand_overs : 0;
   const cudaError_t made = cudaGraphInstantiate(&g->exec, graph, 0);
   cudaGraphDestroy(graph);
   check(made, "cudaGraphInstantiate");

@@ -8,7 +8,9 @@
 // replayed: the kernels read the step's position from device memory (ops.cuh), so one graph serves
 // every position up to its bound (GraphPolicy::span past where it was captured), after which the
 // next call captures a new one. Longer calls (prefill chunks) are issued eagerly. Every call is
-// timed with CUDA events (step_times()).
+// timed with CUDA events (step_times()). Steps with routed experts split between GPU and CPU are
+// captured too: the GPU and the host's worker hand layers over through mapped memory
+// (cpu_experts.h), and the launcher tells the worker how many hand-overs each launch brings.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -42,6 +44,7 @@ struct StepGraph {
   int64_t tokens = 0;
   CallOutputs outputs;
   bool forced_routing = false;  // captured with routing replay: ids.forced_experts written before each replay
+  int64_t hand_overs = 0;       // split layers handed to the host's worker (CpuExperts::expect after each launch)
   int64_t end_bound = 0;       // replayable while the step ends at or before this position
   CudaOps::Ids ids;            // the step's input, written before each replay
   DeviceArray<float> logits;   // the step's output, copied here by the graph's last nodes

@@ -388,27 +388,25 @@ CudaOps::Array CudaOps::moe_forward(const model::CommonConfig& c, const model::M
               hash_layer ? w_.tid2eid(w) : nullptr, ids.device.data(), c.routed_scaling_factor, experts.data(),
               weights.data(), stream_, forced, gate_temp),
         "moe (route)");
-  // Experts split by a plan (cpu_experts.h): the host gets the routing while the GPU runs its share.
+  // Experts split by a plan (cpu_experts.h): the host's worker gets the routing while the GPU runs
+  // its share, and the GPU waits for the worker's sum on the device (capturable: no host call).
   CpuExperts* cpu = w_.cpu_experts();
   const int cpu_layer = cpu != nullptr ? cpu->cpu_layer(w) : -1;
   const ExpertTables& tables = w_.experts(w);
   DeviceArray<int32_t> gpu_share;
   if (cpu_layer >= 0) {
-    cpu->download(x.data(), n, experts.data(), weights.data(), k, stream_);
-    w_.wait_for_expert_copies();  // the cache's entries and flags read below
+    cpu->hand_over(cpu_layer, x.data(), n, experts.data(), weights.data(), k, stream_);
+    w_.wait_for_expert_copies();  // the cache's entries and flags read below (a graph's launcher waits before)
     gpu_share = DeviceArray<int32_t>({n, k}, stream_);
     check(drop_cpu_experts(experts.data(), n * k, w_.cpu_homes(w), E, gpu_share.data(), stream_), "moe (GPU share)");
+    cpu->gpu_share_begin(stream_);
   }
-  if (cpu_layer >= 0) cpu->gpu_share_begin(stream_);
   check(moe_experts(x.data(), n, D, I, cpu_layer >= 0 ? gpu_share.data() : experts.data(), weights.data(), k, E,
                     tables, c.swiglu_limit, hidden.data(), out.data(), stream_),
         "moe (experts)");
-  if (cpu_layer >= 0) cpu->gpu_share_end(stream_);
   if (cpu_layer >= 0) {
-    const float* partial = cpu->compute(cpu_layer, w);
-    Array cpu_sum({n, D}, stream_);
-    cpu_sum.copy_from_host(partial);
-    check(add_partial(out.data(), cpu_sum.data(), cpu_sum.numel(), stream_), "moe (add the CPU's experts)");
+    cpu->gpu_share_end(stream_);
+    cpu->add_sum(out.data(), n, stream_);
   }
   if (keep_routing_ && last_experts != nullptr) *last_experts = std::move(experts);
   return out;

@@ -44,6 +44,7 @@ struct DecodeBenchOptions {
   std::optional<double> gpu_memory_budget_gb;
   unsigned cpu_expert_threads = 0;
   size_t expert_cache_slots = experts::kDefaultCacheSlots;  // GPU copies of CPU-homed experts (expert_cache_slots.h)
+  bool split_graphs = false;  // the split step replayed as a captured CUDA graph (else issued eagerly)
   // A routing trace whose experts every step routes to (bench_routing.h; empty: the router's choice).
   std::string routing_from;
   bool split() const { return !plan.empty() || gpu_memory_budget_gb.has_value(); }

@@ -8,10 +8,12 @@
 // bytes, scales near the trained weights' 2^-7), or EXL3 with --format exl3-kN (random trellis and
 // sign vectors, model/synthetic_exl3.h); the GPU's as the rest of the bench stores them.
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "frank/core/splitmix64.h"
@@ -101,6 +103,10 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
 
   const engine::Model model(config, std::move(weights));
   BenchRouting routing(o.routing_from, config, T);
+  // A graph keeps no routing (last_experts, read below per step); without a trace every step routes
+  // as the eager steps before the capture did (the same ids at the same position).
+  if (o.split_graphs && routing.replayed())
+    throw Error("--split-graphs with --routing-from: a replayed graph keeps no routing to report");
   CudaModel gpu(model, o.weights, o.seed);
   gpu.device_weights().set_cpu_experts(
       std::make_unique<CpuExperts>(model.config(), model.weights(), homes, o.cpu_expert_threads));
@@ -145,6 +151,31 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   for (int e = 0; e < E && gpu_expert_bytes == 0; ++e)
     if (!homes.on_cpu(0, e)) gpu_expert_bytes = stored_expert_bytes(model.weights().layers.front().moe.experts[e], o.weights);
   const double shared_bytes = stored_expert_bytes(model.weights().layers.front().moe.shared, o.weights);
+  // The CPU experts' worker computes on core 0, where `pool` pinned this thread too: unpinned, this
+  // thread issues the steps beside it, not in turns with it.
+  cpu_set_t every_core;
+  CPU_ZERO(&every_core);
+  for (unsigned c = 0; c < std::thread::hardware_concurrency(); ++c) CPU_SET(c, &every_core);
+  sched_setaffinity(0, sizeof every_core, &every_core);  // best effort, as the pool's pinning
+  // --split-graphs: one step captured (after the eager ones above: every weight is on the GPU); each
+  // launch tells the CPU experts' worker how many layers it hands over.
+  cudaGraphExec_t graph = nullptr;
+  int64_t hand_overs = 0;
+  if (o.split_graphs) {
+    const int64_t before = cpu.captured();
+    gpu.device_weights().wait_for_expert_copies();  // outside the graph, as CudaModel does
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    {
+      CudaOps captured(gpu.device_weights(), stream, at, nullptr, /*keep_routing=*/false);
+      step(captured);
+    }
+    cudaGraph_t captured_graph = nullptr;
+    check(cudaStreamEndCapture(stream, &captured_graph), "cudaStreamEndCapture");
+    const cudaError_t made = cudaGraphInstantiate(&graph, captured_graph, 0);
+    cudaGraphDestroy(captured_graph);
+    check(made, "cudaGraphInstantiate");
+    hand_overs = cpu.captured() - before;
+  }
   cudaEvent_t begin, end;
   check(cudaEventCreate(&begin), "cudaEventCreate");
   check(cudaEventCreate(&end), "cudaEventCreate");
@@ -153,8 +184,15 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
     routing.next_step(device_ids);  // before the step's timing starts
     const auto host_start = std::chrono::steady_clock::now();
     check(cudaEventRecord(begin, stream), "event");
-    step(ops);
+    if (graph != nullptr) {
+      gpu.device_weights().wait_for_expert_copies();
+      check(cudaGraphLaunch(graph, stream), "cudaGraphLaunch");
+      cpu.expect(hand_overs);
+    } else {
+      step(ops);
+    }
     check(cudaEventRecord(end, stream), "event");
+    cpu.finish();  // asleep while the worker computes (a spinning wait would take a pool thread's core)
     check(cudaEventSynchronize(end), "cudaEventSynchronize");
     const double host = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_start).count();
     const CpuExperts::Times times = cpu.take_times();
@@ -191,6 +229,7 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   }
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
+  if (graph != nullptr) cudaGraphExecDestroy(graph);
 
   cudaDeviceProp prop{};
   int device = 0;
@@ -226,8 +265,11 @@ void run_split_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   } else {
     out << "GPU expert cache: none (--expert-cache-slots 0).\n\n";
   }
-  out << "Steps with CPU experts are issued eagerly (the host computes the CPU's experts between the GPU's kernels; "
-         "no CUDA graph).\n\n";
+  out << (graph != nullptr ? "The step is replayed as a captured CUDA graph (--split-graphs; the GPU's share of the "
+                             "split layers is not timed in graphs).\n\n"
+                           : "The step is issued eagerly (--split-graphs: replayed as a CUDA graph).\n\n");
+  out << "The GPU hands each split layer to the host's worker through mapped memory and waits for its sum on the "
+         "device (cpu_experts.h).\n\n";
   out << "| per step | median | p10-p90 |\n|---|---|---|\n";
   const auto row = [&](const char* name, const std::vector<double>& v, const char* unit) {
     out << fmt::format("| {} | {:.1f} {} | {:.1f}-{:.1f} |\n", name, median(v), unit, quantile(v, 0.1), quantile(v, 0.9),
