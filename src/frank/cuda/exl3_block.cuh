@@ -5,6 +5,9 @@
 // lane its 8 elements of every tile, exl3_tile.cuh), the sums of a column's 4 lanes, and the
 // output transform y = svh ∘ H(z) by one warp.
 #include <cstdint>
+#include <type_traits>
+
+#include <cuda_runtime.h>
 
 #include "frank/cuda/exl3_tile.cuh"
 
@@ -117,6 +120,23 @@ __device__ __forceinline__ void output_block(float (&z)[4], const uint16_t* svh,
 #pragma unroll
   for (int e = 0; e < 4; ++e)
     if (first + e < rows) y[first + e] = __fmul_rn(z[e], half_bits(svh[first + e]));
+}
+
+// f(std::integral_constant<int, K>{}) for K = bits (1..8): the kernels take K as a template
+// parameter. cudaErrorInvalidValue for other bits.
+template <typename F>
+cudaError_t with_bits(int bits, const F& f) {
+  switch (bits) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace frank::cuda::exl3

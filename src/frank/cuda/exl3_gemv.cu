@@ -148,21 +148,6 @@ cudaError_t launch_gemv_tokens(const Exl3DeviceMatrix& w, const float* x, int n,
   return launch_gemv<K, kMaxTokens>(w, x, n, per_slice, slices, partial, stream);
 }
 
-// f(std::integral_constant<int, K>{}) for K = bits (1..8): the kernels take K as a template parameter.
-template <typename F>
-cudaError_t with_bits(int bits, const F& f) {
-  switch (bits) {
-    case 1: return f(std::integral_constant<int, 1>{});
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 3: return f(std::integral_constant<int, 3>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 5: return f(std::integral_constant<int, 5>{});
-    case 6: return f(std::integral_constant<int, 6>{});
-    case 7: return f(std::integral_constant<int, 7>{});
-    default: return f(std::integral_constant<int, 8>{});
-  }
-}
-
 }  // namespace
 
 int64_t exl3_linear_scratch_floats(const Exl3DeviceMatrix& w, int n) {

@@ -102,22 +102,6 @@ __global__ void __launch_bounds__(kSumThreads)
   out[static_cast<int64_t>(t) * D + d] = sum;
 }
 
-// f(std::integral_constant<int, K>{}) for K = bits (1..8): the kernels take K as a template parameter.
-template <typename F>
-cudaError_t with_bits(int bits, const F& f) {
-  switch (bits) {
-    case 1: return f(std::integral_constant<int, 1>{});
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 3: return f(std::integral_constant<int, 3>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 5: return f(std::integral_constant<int, 5>{});
-    case 6: return f(std::integral_constant<int, 6>{});
-    case 7: return f(std::integral_constant<int, 7>{});
-    case 8: return f(std::integral_constant<int, 8>{});
-  }
-  return cudaErrorInvalidValue;
-}
-
 // One launch of slot_kernel over `count` roles of `rows` outputs each, all of `bits`.
 template <bool kDown>
 cudaError_t launch_roles(int bits, const Roles& roles, int count, int64_t rows, int slots, const float* x,
