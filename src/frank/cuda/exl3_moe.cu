@@ -15,6 +15,9 @@ using namespace exl3;
 
 constexpr int kWarps = kTilesPerBlock, kThreads = 32 * kWarps;  // warp j: output tile j of the block
 constexpr int kSumThreads = 256;
+// slot_kernel's transformed inputs, in dynamic shared memory without opting in to more than 48 KB
+// (cudaFuncSetAttribute): D and I up to 8192 (DeepSeek's are at most 5120).
+constexpr int64_t kMaxTransformBytes = 8192 * sizeof(float);
 
 // The matrices of one launch's role (gate, up or down): the table of every expert's matrix, and
 // the outputs y [slots, rows].
@@ -36,13 +39,16 @@ __device__ __forceinline__ const Exl3DeviceMatrix* slot_matrix(const void* const
 
 // y[slot] = W x for one 128-output block of the slot's matrix, grid (output blocks, slots, roles).
 // Input of gate and up (!kDown): x[slot / k]. Of down: the slot's h from the gate and up outputs
-// (g, u [slots, cols]) and its routing weight.
+// (g, u [slots, cols]) and its routing weight. The warps first transform every input block (u =
+// H(suh ∘ x), each warp every 8th block) into `transformed` (dynamic shared memory, padded cols
+// floats); then warp j streams output tile j of every block with no further synchronisation, in
+// block order (the sums of exl3_linear's kernel over a single slice).
 template <int K, bool kDown>
 __global__ void __launch_bounds__(kThreads)
     slot_kernel(Roles roles, const float* x, const float* g, const float* u, const int32_t* experts,
                 const float* weights, int k, int E, float limit) {
   follow_previous_kernel();
-  __shared__ __align__(16) float transformed[1][kBlock];
+  extern __shared__ __align__(16) float transformed[];  // [padded cols]
   __shared__ __align__(16) float z[kBlock];
   const int slot = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const Role role = roles.role[blockIdx.z];
@@ -61,15 +67,15 @@ __global__ void __launch_bounds__(kThreads)
     else
       return row[i];
   };
+  for (int64_t kb = warp; kb < k_blocks; kb += kWarps)
+    input_block(w.suh, w.cols, kb, true, input, transformed + kb * kBlock);
+  __syncthreads();
   const LaneStates<K> states(lane);
   float acc[1][2] = {{0.0f, 0.0f}};  // columns lane / 4 and lane / 4 + 8 of output tile nt
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     BlockWords<K> block;
     block.load(states, w.trellis, kb, tiles_n, nt);
-    __syncthreads();  // every warp is done with the previous block's inputs
-    if (warp == 0) input_block(w.suh, w.cols, kb, true, input, transformed[0]);
-    __syncthreads();
-    block.accumulate(states, w.codebook, transformed, acc);
+    block.accumulate(states, w.codebook, reinterpret_cast<const float(*)[kBlock]>(transformed + kb * kBlock), acc);
   }
   column_sums(acc);
   if (lane % 4 == 0) z[warp * kTileSide + lane / 4] = acc[0][0], z[warp * kTileSide + lane / 4 + 8] = acc[0][1];
@@ -102,16 +108,20 @@ __global__ void __launch_bounds__(kSumThreads)
   out[static_cast<int64_t>(t) * D + d] = sum;
 }
 
-// One launch of slot_kernel over `count` roles of `rows` outputs each, all of `bits`.
+// slot_kernel's dynamic shared memory for `cols` inputs: their transform.
+int64_t transform_bytes(int64_t cols) { return (cols + kBlock - 1) / kBlock * kBlock * sizeof(float); }
+
+// One launch of slot_kernel over `count` roles of `rows` outputs and `cols` inputs each, all of `bits`.
 template <bool kDown>
-cudaError_t launch_roles(int bits, const Roles& roles, int count, int64_t rows, int slots, const float* x,
-                         const float* g, const float* u, const int32_t* experts, const float* weights, int k, int E,
-                         float limit, cudaStream_t stream) {
+cudaError_t launch_roles(int bits, const Roles& roles, int count, int64_t rows, int64_t cols, int slots,
+                         const float* x, const float* g, const float* u, const int32_t* experts, const float* weights,
+                         int k, int E, float limit, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((rows + kBlock - 1) / kBlock), static_cast<unsigned>(slots),
                   static_cast<unsigned>(count));
   return with_bits(bits, [&](auto b) {
-    return launch_dependent(slot_kernel<decltype(b)::value, kDown>, grid, dim3(kThreads), 0, stream, roles, x, g, u,
-                            experts, weights, k, E, limit);
+    return launch_dependent(slot_kernel<decltype(b)::value, kDown>, grid, dim3(kThreads),
+                            static_cast<size_t>(transform_bytes(cols)), stream, roles, x, g, u, experts, weights, k, E,
+                            limit);
   });
 }
 
@@ -121,7 +131,8 @@ cudaError_t exl3_routed_experts(const float* x, int n, int D, int I, const int32
                                 int k, int E, const ExpertTables& tables, float limit, float* scratch, float* out,
                                 cudaStream_t stream) {
   const int64_t slots = int64_t{n} * k;
-  if (slots > 65535 || !scratch) return cudaErrorInvalidValue;  // grid.y
+  if (n < 0 || k < 1 || k > moe::kMaxK || E < 1 || slots > 65535 || !scratch) return cudaErrorInvalidValue;  // grid.y
+  if (transform_bytes(std::max(D, I)) > kMaxTransformBytes) return cudaErrorInvalidValue;
   for (int bits : tables.exl3_bits)
     if (bits < 1 || bits > 8) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
@@ -130,7 +141,8 @@ cudaError_t exl3_routed_experts(const float* x, int n, int D, int I, const int32
   float* u = g + slots * I;
   float* y = u + slots * I;
   const auto gate_up = [&](const Roles& roles, int count, int bits) {
-    return launch_roles<false>(bits, roles, count, I, s, x, nullptr, nullptr, experts, weights, k, E, limit, stream);
+    return launch_roles<false>(bits, roles, count, I, D, s, x, nullptr, nullptr, experts, weights, k, E, limit,
+                               stream);
   };
   const int gate_bits = tables.exl3_bits[0], up_bits = tables.exl3_bits[1], down_bits = tables.exl3_bits[2];
   if (gate_bits == up_bits) {
@@ -139,7 +151,7 @@ cudaError_t exl3_routed_experts(const float* x, int n, int D, int I, const int32
     if (const cudaError_t e = gate_up(Roles{{{tables.gate, g}, {}}}, 1, gate_bits)) return e;
     if (const cudaError_t e = gate_up(Roles{{{tables.up, u}, {}}}, 1, up_bits)) return e;
   }
-  if (const cudaError_t e = launch_roles<true>(down_bits, Roles{{{tables.down, y}, {}}}, 1, D, s, nullptr, g, u,
+  if (const cudaError_t e = launch_roles<true>(down_bits, Roles{{{tables.down, y}, {}}}, 1, D, I, s, nullptr, g, u,
                                                experts, weights, k, E, limit, stream))
     return e;
   const dim3 grid(static_cast<unsigned>((D + kSumThreads - 1) / kSumThreads), static_cast<unsigned>(n));

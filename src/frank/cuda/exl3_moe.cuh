@@ -10,7 +10,9 @@
 //      is read (the reference's operations in its order): y = W_down_e h;
 //   3. out[t] = y of t's slots added in ascending expert id, slot order among equal ids (the
 //      reference's order), stored.
-// Each block sums its own inputs (no k split): every value is summed by one thread in a fixed
+// A block first transforms all its slot's inputs into shared memory (each warp every 8th block of
+// 128), then each warp streams its output tile over them with no further synchronisation. Each
+// block sums its own inputs (no k split): every value is summed by one thread in a fixed
 // order, no atomics, so every run gives the same bits; against the CPU only the order of each
 // GEMV's sum differs (the bound of tests/cuda/test_cuda_exl3.cpp, per GEMV). Expert ids come from
 // device memory and the grid depends on n, k, D, I and the bits only: graph-capturable. Slots with
@@ -26,7 +28,7 @@ namespace frank::cuda {
 
 // out [n, D] = the routed experts' sum (the shared expert is the caller's); `scratch` holds
 // n*k * (2*I + D) floats (moe_hidden_floats). cudaErrorInvalidValue, before anything runs, for bits
-// outside 1..8 or more than 65535 slots.
+// outside 1..8, k outside 1..16, more than 65535 slots, or D or I over 8192.
 cudaError_t exl3_routed_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights,
                                 int k, int E, const ExpertTables& tables, float limit, float* scratch, float* out,
                                 cudaStream_t stream);

@@ -225,7 +225,8 @@ cudaError_t route(const float* logits, int n, int E, int k, const float* bias, c
 // EXL3 routed experts (type Exl3; the shared expert is never EXL3): each entry points at an
 // Exl3DeviceMatrix (exl3_gemv.h) in device memory, of the role's shape, whose bit width is
 // exl3_bits[role] (gate, up, down) for every routed expert (the kernels take it as a template
-// parameter; the host never reads the tables); the codebook may differ between experts.
+// parameter; the host never reads the tables); the codebook may differ between experts; D and I at
+// most 8192 (exl3_moe.cuh).
 struct ExpertTables {
   const void* const* gate;
   const void* const* up;
