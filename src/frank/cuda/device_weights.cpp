@@ -196,14 +196,16 @@ Exl3DeviceMatrix DeviceWeights::exl3_matrix(const LinearWeight& host) {
   auto* p = static_cast<uint16_t*>(allocate(static_cast<size_t>(words + m.padded_cols() + m.padded_rows()) * 2));
   m.trellis = p, m.suh = p + words, m.svh = p + words + m.padded_cols();
   if (exl3_shape_only(host)) {
-    // Random trellis words, sign vectors of random signs: suh +-1, svh +-1/sqrt(cols). H is
-    // orthonormal and the codebooks' values have about unit variance, so an output has the standard
-    // deviation of |x| / sqrt(cols), as the dense synthetic weights (1/sqrt(cols)) give.
+    // Random trellis words, sign vectors of random signs: suh +-1/sqrt(cols), svh +-1 (the scales
+    // of model::random_exl3's host matrices, without their 0.5..1.5 spread). H is orthonormal and
+    // the codebooks' values have about unit variance, so W's entries are ~1/sqrt(cols), as the dense
+    // synthetic weights' are.
     const auto seed = [&] { return splitmix64_finalize(seed_ + ++generated_); };
     check(fill_random_words(p, words, seed(), stream_), "fill_random_words");
-    check(fill_random_signs(p + words, m.padded_cols(), 1.0f, seed(), stream_), "fill_random_signs");
-    check(fill_random_signs(p + words + m.padded_cols(), m.padded_rows(),
+    check(fill_random_signs(p + words, m.padded_cols(),
                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(q.cols))), seed(), stream_),
+          "fill_random_signs");
+    check(fill_random_signs(p + words + m.padded_cols(), m.padded_rows(), 1.0f, seed(), stream_),
           "fill_random_signs");
     check(cudaStreamSynchronize(stream_), "fill_random_signs");
     return m;

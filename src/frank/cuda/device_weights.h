@@ -22,9 +22,9 @@
 // is generated on the device instead: random, standard deviation 1/sqrt(columns) for Linear
 // weights and 1 for tables, from `synthetic_seed`. A shape-only EXL3 weight (QuantizedMatrix of
 // format Exl3 with rows, cols, bits and codebook, its trellis and sign vectors empty) kept packed
-// gets random trellis words, suh of +-1 and svh of +-1/sqrt(columns) (random signs), which give
-// its outputs the dense synthetic weights' scale (exl3_matrix); decoded to dense, it is generated
-// as a dense weight.
+// gets random trellis words, suh of +-1/sqrt(columns) and svh of +-1 (random signs), which give
+// it the dense synthetic weights' scale (exl3_matrix); decoded to dense, it is generated as a dense
+// weight.
 #include <cuda_runtime.h>
 
 #include <cstdint>
