@@ -1,6 +1,7 @@
 // frank_cuda_ops_check: every CUDA op of the forward pass (frank/cuda/ops.cuh) against the CPU
 // reference function it implements, on random inputs at small and real-shaped sizes.
-//   frank_cuda_ops_check [--seed S]     exit 1 on any failure
+//   frank_cuda_ops_check [--seed S] [--only FAMILY]     exit 1 on any failure
+// FAMILY: dense, attention, moe, exl3_moe, sampling, v41 (default: all).
 #include "ops_check.h"
 
 #include <algorithm>
@@ -54,20 +55,30 @@ int report(const char* op, const char* what, double err, double tol) {
 
 int main(int argc, char** argv) {
   uint64_t seed = 1;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: frank_cuda_ops_check [--seed S]\n");
+      std::fprintf(stderr, "usage: frank_cuda_ops_check [--seed S] [--only FAMILY]\n");
       return 2;
     }
   }
-  int failures = 0;
-  failures += frank_test::check_dense_ops(seed);
-  failures += frank_test::check_attention_ops(seed);
-  failures += frank_test::check_moe_ops(seed);
-  failures += frank_test::check_sampling_ops(seed);
-  failures += frank_test::check_v41_ops(seed);
+  const struct {
+    const char* name;
+    int (*check)(uint64_t);
+  } families[] = {{"dense", frank_test::check_dense_ops},       {"attention", frank_test::check_attention_ops},
+                  {"moe", frank_test::check_moe_ops},           {"exl3_moe", frank_test::check_exl3_moe_ops},
+                  {"sampling", frank_test::check_sampling_ops}, {"v41", frank_test::check_v41_ops}};
+  int failures = 0, run = 0;
+  for (const auto& f : families)
+    if (only.empty() || only == f.name) failures += f.check(seed), ++run;
+  if (run == 0) {
+    std::fprintf(stderr, "unknown family '%s'\n", only.c_str());
+    return 2;
+  }
   std::printf("%s: %d failure(s)\n", failures == 0 ? "ALL PASS" : "FAILED", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -17,6 +17,7 @@ namespace frank_test {
 int check_dense_ops(uint64_t seed);
 int check_attention_ops(uint64_t seed);
 int check_moe_ops(uint64_t seed);
+int check_exl3_moe_ops(uint64_t seed);
 int check_sampling_ops(uint64_t seed);
 int check_v41_ops(uint64_t seed);
 

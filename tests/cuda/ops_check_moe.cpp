@@ -19,46 +19,10 @@
 #include "frank/engine/indexer.h"
 #include "frank/engine/moe.h"
 #include "ops_check.h"
+#include "ops_check_moe.h"
 
 namespace frank_test {
 namespace {
-
-using frank::cuda::WeightType;
-
-struct Rng {
-  frank::SplitMix64 g;
-  float uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(g() >> 40) * 0x1p-24f; }
-  int below(int n) { return static_cast<int>(g() % static_cast<uint64_t>(n)); }
-};
-
-template <class T>
-std::unique_ptr<DeviceBuffer<T>> upload(const std::vector<T>& h) {
-  auto d = std::make_unique<DeviceBuffer<T>>(h.size());
-  CUDA_OK(cudaMemcpy(d->get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
-
-template <class T>
-std::vector<T> download(const DeviceBuffer<T>& d, size_t count) {
-  std::vector<T> h(count);
-  CUDA_OK(cudaMemcpy(h.data(), d.get(), count * sizeof(T), cudaMemcpyDeviceToHost));
-  return h;
-}
-
-// k distinct experts drawn from pool, or k draws with repeats.
-std::vector<int32_t> draw_experts(Rng& r, std::vector<int32_t> pool, int k, bool distinct) {
-  std::vector<int32_t> out;
-  for (int j = 0; j < k; ++j) {
-    const int i = r.below(static_cast<int>(pool.size()));
-    out.push_back(pool[i]);
-    if (distinct) pool.erase(pool.begin() + i);
-  }
-  return out;
-}
-
-int bad_argument(const char* op, const char* what, cudaError_t e) {
-  return report(op, what, e == cudaErrorInvalidValue ? 0.0 : 1.0, 0.0);
-}
 
 // ---- route ----------------------------------------------------------------------------------
 
@@ -135,64 +99,6 @@ int check_route(Rng& r, int E, int k, int n, Logits kind, bool with_bias, float 
 }
 
 // ---- moe_experts ----------------------------------------------------------------------------
-
-float round_bf16(float x) {
-  const uint32_t b = std::bit_cast<uint32_t>(x);
-  return std::bit_cast<float>((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
-}
-
-// The output of moe_experts once more, on a stream of its own (where the down kernel overlaps the
-// end of gate_up), eagerly and replayed as a CUDA graph, with hidden and out overwritten first:
-// the number of values that differ in any bit from `first`.
-int rerun_differences(const std::vector<float>& first, const std::function<cudaError_t(cudaStream_t)>& run,
-                      DeviceBuffer<float>& hidden, DeviceBuffer<float>& out) {
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  int differ = 0;
-  for (bool graph : {false, true}) {
-    CUDA_OK(cudaMemsetAsync(hidden.get(), 0x7f, hidden.size() * sizeof(float), stream));
-    CUDA_OK(cudaMemsetAsync(out.get(), 0xff, out.size() * sizeof(float), stream));
-    if (graph) {
-      cudaGraph_t g;
-      cudaGraphExec_t exec;
-      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      const cudaError_t e = run(stream);
-      CUDA_OK(cudaStreamEndCapture(stream, &g));
-      CUDA_OK(e);
-      CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
-      CUDA_OK(cudaGraphLaunch(exec, stream));
-      CUDA_OK(cudaStreamSynchronize(stream));
-      CUDA_OK(cudaGraphExecDestroy(exec));
-      CUDA_OK(cudaGraphDestroy(g));
-    } else {
-      CUDA_OK(run(stream));
-    }
-    CUDA_OK(cudaStreamSynchronize(stream));
-    const std::vector<float> again = download(out, first.size());
-    for (size_t i = 0; i < first.size(); ++i)
-      differ += std::bit_cast<uint32_t>(again[i]) != std::bit_cast<uint32_t>(first[i]);
-  }
-  CUDA_OK(cudaStreamDestroy(stream));
-  return differ;
-}
-
-// A [rows, cols] LinearWeight of random FP8 / FP4 codes (random_quantized) whose power-of-two scales
-// (one binade of spread) give it about the RMS of uniform(-s, s), s / sqrt(3).
-frank::LinearWeight random_codes(Rng& r, WeightType type, int64_t rows, int64_t cols, float s) {
-  const bool fp4 = type == WeightType::Fp4;
-  double squares = 0;
-  int codes = 0;
-  for (int c = 0; c < (fp4 ? 16 : 256); ++c)
-    if (fp4 || (c & 0x7f) != 0x7f) {
-      const auto code = static_cast<uint8_t>(c);
-      const double v = fp4 ? frank::cpu::e2m1_value(code) : frank::cpu::e4m3_value(code);
-      squares += v * v, ++codes;
-    }
-  const int exponent = static_cast<int>(std::lround(std::log2(s / std::sqrt(3.0) / std::sqrt(squares / codes))));
-  frank::LinearWeight w;
-  w.quantized = random_quantized(r.g, type, rows, cols, exponent, 2);
-  return w;
-}
 
 // The weight types of a case: the routed experts' and the shared expert's (ExpertTables).
 struct Types {

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "cuda/cuda_forward_util.h"
+#include "cuda/exl3_bound.h"
 #include "frank/core/dtype.h"
 #include "frank/cpu/quant/exl3_gemv.h"
-#include "frank/cpu/quant/hadamard.h"
 #include "frank/cuda/exl3_gemv.h"
 #include "unit/exl3_test_util.h"
 
@@ -77,44 +77,10 @@ struct OnDevice {
 
 using Decoder = cudaError_t (*)(const Exl3DeviceMatrix&, uint16_t*, cudaStream_t);
 
-// A bound on |y_gpu - y_cpu| for each output [t, r], from the data. Both compute u = H(suh ∘ x)
-// with the same fp32 operations (the same bits) and y_r = svh_r fl(H z)_r with the same operations,
-// but z_c = sum_i q_ic u_i over the k = padded_cols inputs in different orders (the CPU tile by
-// tile with separate products, the GPU split over lanes and slices with fma). In either, each
-// product passes through at most k roundings of relative size <= eps = 2^-24 (CPU: its product, <= 15
-// tile adds, k/16 accumulator adds; GPU: its fma, <= k/4 later fma in its lane, 2 lane adds, <=
-// k/128 slice adds), so |fl(z_c) - z_c| <= γ_k S_c with S_c = sum_i |q_ic u_i| and γ_m = m eps /
-// (1 - m eps) (Higham, Accuracy and Stability of Numerical Algorithms, §3.1, §4.2), and |fl(z_c)|
-// <= (1 + γ_k) S_c. (H z)_r = sum_c ±s z_c over the 128 columns of r's block, s = 0.088388347648
-// (the scale both use); each term gets 7 butterfly roundings, the scale's and svh's: 9 more. So
-// each side is within |svh_r| s sum_c (γ_k + γ_9 + γ_k γ_9) S_c <= |svh_r| s γ_{k+9} sum_c S_c of
-// the exact value, and the two sides within twice that: c = 2 and k + 9 in place of k in c k eps.
-// (The sums are over q u, not w x: the GEMV sums in the Hadamard-rotated basis.)
+// A bound on |y_gpu - y_cpu| for each output [t, r], from the data (exl3_bound.h: the sums of Q^T u in
+// different orders, the same input transform).
 std::vector<double> rounding_bound(const Matrix& m, const std::vector<float>& x, int n) {
-  const int64_t rows = cpu::exl3_padded(m.rows), cols = cpu::exl3_padded(m.cols);
-  const std::vector<uint16_t> q = cpu::decode(m.host().trellis);  // [cols, rows]
-  std::vector<float> abs_q(q.size());
-  for (size_t i = 0; i < q.size(); ++i) abs_q[i] = std::abs(f16_to_f32(q[i]));
-  const double eps = std::ldexp(1.0, -24), gamma = (cols + 9) * eps / (1 - (cols + 9) * eps);
-  const double scale = 0.088388347648;
-  std::vector<double> bound(static_cast<size_t>(n * m.rows));
-  std::vector<float> u(static_cast<size_t>(cols));
-  std::vector<double> magnitude(static_cast<size_t>(rows));  // S_c
-  for (int t = 0; t < n; ++t) {
-    std::fill(u.begin(), u.end(), 0.0f);
-    for (int64_t i = 0; i < m.cols; ++i) u[i] = x[t * m.cols + i] * f16_to_f32(m.suh[i]);  // cpu::linear_rows
-    cpu::hadamard128_blocks(u.data(), cols);
-    std::fill(magnitude.begin(), magnitude.end(), 0.0);
-    for (int64_t i = 0; i < cols; ++i)
-      for (int64_t c = 0; c < rows; ++c) magnitude[c] += abs_q[i * rows + c] * std::abs(static_cast<double>(u[i]));
-    for (int64_t block = 0; block < rows / 128; ++block) {
-      double block_sum = 0;
-      for (int64_t c = 128 * block; c < 128 * (block + 1); ++c) block_sum += magnitude[c];
-      for (int64_t r = 128 * block; r < std::min(m.rows, 128 * (block + 1)); ++r)
-        bound[t * m.rows + r] = 2 * gamma * std::abs(f16_to_f32(m.svh[r])) * scale * block_sum;
-    }
-  }
-  return bound;
+  return frank_test::exl3_gemv_bound(m.host(), x.data(), nullptr, n);
 }
 
 // Outputs of `y` farther than the bound from `want`; prints the worst |y - want| / bound.

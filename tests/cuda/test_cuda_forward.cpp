@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
+#include <vector>
 
 #include "frank/core/error.h"
 #include "frank/cuda/cuda_model.h"
@@ -217,6 +219,90 @@ TEST(CudaForward, ExpertTypesKeepEachGroupsShippedType) {
   EXPECT_EQ(types({expert_of(F::Fp4, 64, 48)}, expert_of(F::Fp8Block, 64, 48, 128)),
             std::pair(WeightType::BF16, WeightType::Fp8Block128));
   EXPECT_EQ(types({fp4}, expert_of(F::Exl3, 64, 32)), std::pair(WeightType::Fp4, WeightType::BF16));
+}
+
+// An EXL3 expert with its shape, bits and codebook only (the trellis and sign vectors empty).
+model::ExpertWeights exl3_expert(int64_t D, int64_t I, int gate_bits, int up_bits, int down_bits,
+                                 Exl3Codebook codebook = Exl3Codebook::ThreeInst) {
+  const auto matrix = [&](int64_t rows, int64_t cols, int bits) {
+    LinearWeight w = shaped(QuantizedMatrix::Format::Exl3, rows, cols);
+    w.quantized->bits = bits, w.quantized->codebook = codebook;
+    return w;
+  };
+  return {matrix(I, D, gate_bits), matrix(I, D, up_bits), matrix(D, I, down_bits)};
+}
+
+// Routed experts all EXL3 with one bit width per role stay packed (codebooks may differ); mixed
+// bits across experts, or an EXL3 shared expert, are decoded.
+TEST(CudaForward, ExpertTypesKeepExl3ExpertsPacked) {
+  using cuda::WeightType;
+  const model::ExpertWeights a = exl3_expert(256, 128, 2, 3, 4), b = exl3_expert(256, 128, 2, 3, 4, Exl3Codebook::Mcg);
+  const model::ExpertWeights shared = exl3_expert(256, 128, 4, 4, 4);
+  const model::ExpertWeights* routed[] = {&a, &b};
+  const cuda::ExpertTypes t = cuda::expert_types(routed, shared, WeightType::BF16);
+  EXPECT_EQ(t.routed, WeightType::Exl3);
+  EXPECT_EQ(t.shared, WeightType::BF16);
+  EXPECT_EQ(std::vector<int>(std::begin(t.exl3_bits), std::end(t.exl3_bits)), (std::vector<int>{2, 3, 4}));
+  const model::ExpertWeights other = exl3_expert(256, 128, 2, 3, 3);
+  const model::ExpertWeights* mixed[] = {&a, &other};
+  EXPECT_EQ(cuda::expert_types(mixed, shared, WeightType::BF16).routed, WeightType::BF16);
+}
+
+// Shape-only EXL3 routed experts (a synthetic model at an EXL3 format) are generated packed on the
+// device and run by moe_experts: finite outputs of the dense synthetic weights' scale (order 0.1 for
+// these x), the same bits on a second run.
+TEST(CudaForward, ShapeOnlyExl3ExpertsRunPacked) {
+  REQUIRE_GPU();
+  const int D = 256, I = 128, E = 4, k = 2, n = 3;
+  model::MoeWeights moe;
+  for (int e = 0; e < E; ++e) moe.experts.push_back(exl3_expert(D, I, 3, 3, 4, static_cast<Exl3Codebook>(e % 3)));
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const auto dense = [&](int64_t rows, int64_t cols) {
+    Tensor t({rows, cols});
+    for (float& v : t.data) v = uniform(rng) / std::sqrt(static_cast<float>(cols));
+    return LinearWeight(std::move(t));
+  };
+  moe.shared = {dense(I, D), dense(I, D), dense(D, I)};
+  cuda::DeviceWeights weights(cuda::WeightType::BF16, nullptr, 7);
+  const cuda::ExpertTables& tables = weights.experts(moe);
+  ASSERT_EQ(tables.type, cuda::WeightType::Exl3);
+  EXPECT_EQ(tables.shared_type, cuda::WeightType::BF16);
+  EXPECT_EQ(tables.exl3_bits[2], 4);
+  std::vector<float> x(static_cast<size_t>(n) * D);
+  for (float& v : x) v = uniform(rng);
+  const std::vector<int32_t> experts = {0, 1, 2, 3, 1, 1};  // a repeated expert: two slots, each computed
+  const std::vector<float> routing(static_cast<size_t>(n) * k, 0.5f);
+  const int64_t hidden_floats = cuda::moe_hidden_floats(n, k, D, I, tables);
+  float *dx, *dr, *dh, *dout;
+  int32_t* de;
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dr, routing.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&de, experts.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dh, static_cast<size_t>(hidden_floats) * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, x.size() * 4), cudaSuccess);
+  cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dr, routing.data(), routing.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(de, experts.data(), experts.size() * 4, cudaMemcpyHostToDevice);
+  const auto run = [&] {
+    EXPECT_EQ(cuda::moe_experts(dx, n, D, I, de, dr, k, E, tables, 10.0f, dh, dout, nullptr), cudaSuccess);
+    std::vector<float> out(x.size());
+    EXPECT_EQ(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  };
+  const std::vector<float> out = run(), again = run();
+  double squares = 0;
+  for (float v : out) {
+    EXPECT_TRUE(std::isfinite(v));
+    squares += static_cast<double>(v) * v;
+  }
+  const double rms = std::sqrt(squares / static_cast<double>(out.size()));
+  EXPECT_GT(rms, 1e-3);
+  EXPECT_LT(rms, 10.0);
+  EXPECT_EQ(std::memcmp(out.data(), again.data(), out.size() * 4), 0);
+  for (void* p : {static_cast<void*>(dx), static_cast<void*>(dr), static_cast<void*>(de), static_cast<void*>(dh),
+                  static_cast<void*>(dout)})
+    cudaFree(p);
 }
 
 // An id outside the vocabulary is refused before anything runs, and the session goes on unharmed.

@@ -376,9 +376,10 @@ CudaOps::Array CudaOps::moe_forward(const model::CommonConfig& c, const model::M
   const Array logits = linear(x, w.router);
   DeviceArray<int32_t> experts({n, k}, stream_);
   Array weights({n, k}, stream_);
+  const ExpertTables& tables = w_.experts(w);
   // Allocated before route: a graph allocation node between route and the expert kernels would
   // keep them from overlapping (programmatic dependent launch).
-  Array hidden({n, k + 1, I}, stream_);
+  Array hidden({moe_hidden_floats(n, k, D, I, tables)}, stream_);
   Array out({n, D}, stream_);
   // Routing replay: this layer's slice of the step's forced experts (the MTP block's layer has none).
   const int forced_layer =
@@ -392,7 +393,6 @@ CudaOps::Array CudaOps::moe_forward(const model::CommonConfig& c, const model::M
   // its share, and the GPU waits for the worker's sum on the device (capturable: no host call).
   CpuExperts* cpu = w_.cpu_experts();
   const int cpu_layer = cpu != nullptr ? cpu->cpu_layer(w) : -1;
-  const ExpertTables& tables = w_.experts(w);
   DeviceArray<int32_t> gpu_share;
   if (cpu_layer >= 0) {
     cpu->hand_over(cpu_layer, x.data(), n, experts.data(), weights.data(), k, stream_);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -9,6 +11,7 @@
 
 #include "frank/core/error.h"
 #include "frank/core/splitmix64.h"
+#include "frank/cpu/quant/exl3_matrix.h"
 #include "frank/cpu/quantized_linear.h"
 #include "frank/cuda/device_array.h"
 #include "frank/cuda/native_weight.h"
@@ -59,12 +62,41 @@ std::optional<WeightType> native_expert_type(std::span<const model::ExpertWeight
   return type;
 }
 
+// The bits of gate, up and down when every matrix of `experts` is EXL3 and each role has one bit
+// width across them (the MoE kernels take it as a template parameter: exl3_moe.cuh); nothing
+// otherwise. Codebooks may differ (each matrix carries its own).
+std::optional<std::array<int, 3>> exl3_role_bits(std::span<const model::ExpertWeights* const> experts) {
+  std::optional<std::array<int, 3>> bits;
+  for (const model::ExpertWeights* x : experts) {
+    const LinearWeight* roles[3] = {&x->gate, &x->up, &x->down};
+    std::array<int, 3> b{};
+    for (int r = 0; r < 3; ++r) {
+      const auto& q = roles[r]->quantized;
+      if (!q || q->format != QuantizedMatrix::Format::Exl3 || q->bits < 1 || q->bits > 8) return std::nullopt;
+      b[r] = q->bits;
+    }
+    if (bits && *bits != b) return std::nullopt;
+    bits = b;
+  }
+  return bits;
+}
+
+// An EXL3 weight with a shape but no trellis (model::skeleton_weights at an EXL3 format).
+bool exl3_shape_only(const LinearWeight& w) {
+  return w.quantized && w.quantized->format == QuantizedMatrix::Format::Exl3 && w.quantized->trellis.empty();
+}
+
 }  // namespace
 
 ExpertTypes expert_types(std::span<const model::ExpertWeights* const> routed, const model::ExpertWeights& shared,
                          WeightType dense) {
   const model::ExpertWeights* const shared_one[] = {&shared};
-  return {native_expert_type(routed).value_or(dense), native_expert_type(shared_one).value_or(dense)};
+  ExpertTypes types{native_expert_type(routed).value_or(dense), native_expert_type(shared_one).value_or(dense)};
+  if (const auto bits = exl3_role_bits(routed)) {
+    types.routed = WeightType::Exl3;
+    std::copy(bits->begin(), bits->end(), types.exl3_bits);
+  }
+  return types;
 }
 
 std::vector<uint8_t> stored_bytes(const LinearWeight& host, WeightType type) {
@@ -142,7 +174,9 @@ const DeviceWeights::Linear& DeviceWeights::dense_linear(const LinearWeight& hos
   auto it = linear_.find(&host);
   if (it != linear_.end()) return it->second;
   Linear l{nullptr, linear_type_, host.rows(), host.cols()};
-  if (host.quantized) {
+  if (exl3_shape_only(host)) {
+    l.data = generate(l.rows * l.cols, linear_type_, static_cast<float>(1.0 / std::sqrt(static_cast<double>(l.cols))));
+  } else if (host.quantized) {
     // Decoded on the host: FP8 / FP4 values are exact in fp32 and bf16 alike, so the GPU computes
     // with the checkpoint's weights, at 2-8x their memory.
     l.data = upload_linear(cpu::dequantize(*host.quantized));
@@ -152,6 +186,37 @@ const DeviceWeights::Linear& DeviceWeights::dense_linear(const LinearWeight& hos
     l.data = upload_linear(host.dense.data);
   }
   return linear_.emplace(&host, l).first->second;
+}
+
+Exl3DeviceMatrix DeviceWeights::exl3_matrix(const LinearWeight& host) {
+  const QuantizedMatrix& q = *host.quantized;
+  Exl3DeviceMatrix m{nullptr, nullptr, nullptr, q.rows, q.cols, q.bits, q.codebook};
+  const int64_t words = m.padded_cols() * m.padded_rows() * q.bits / 16;
+  // One buffer: the trellis (whole 16 x 16 tiles: 4-byte aligned, as exl3_linear wants), suh, svh.
+  auto* p = static_cast<uint16_t*>(allocate(static_cast<size_t>(words + m.padded_cols() + m.padded_rows()) * 2));
+  m.trellis = p, m.suh = p + words, m.svh = p + words + m.padded_cols();
+  if (exl3_shape_only(host)) {
+    // Random trellis words, sign vectors of random signs: suh +-1/sqrt(cols), svh +-1 (the scales
+    // of model::random_exl3's host matrices, without their 0.5..1.5 spread). H is orthonormal and
+    // the codebooks' values have about unit variance, so W's entries are ~1/sqrt(cols), as the dense
+    // synthetic weights' are.
+    const auto seed = [&] { return splitmix64_finalize(seed_ + ++generated_); };
+    check(fill_random_words(p, words, seed(), stream_), "fill_random_words");
+    check(fill_random_signs(p + words, m.padded_cols(),
+                            static_cast<float>(1.0 / std::sqrt(static_cast<double>(q.cols))), seed(), stream_),
+          "fill_random_signs");
+    check(fill_random_signs(p + words + m.padded_cols(), m.padded_rows(), 1.0f, seed(), stream_),
+          "fill_random_signs");
+    check(cudaStreamSynchronize(stream_), "fill_random_signs");
+    return m;
+  }
+  cpu::exl3_view(q);  // checks the trellis and sign vectors against the shape
+  check(cudaMemcpy(p, q.trellis.data(), q.trellis.size() * 2, cudaMemcpyHostToDevice), "weight upload");
+  check(cudaMemcpy(const_cast<uint16_t*>(m.suh), q.suh.data(), q.suh.size() * 2, cudaMemcpyHostToDevice),
+        "weight upload");
+  check(cudaMemcpy(const_cast<uint16_t*>(m.svh), q.svh.data(), q.svh.size() * 2, cudaMemcpyHostToDevice),
+        "weight upload");
+  return m;
 }
 
 const float* DeviceWeights::inv_freq(const engine::RopeTable& rope) {
@@ -176,24 +241,42 @@ const ExpertTables& DeviceWeights::experts(const model::MoeWeights& moe) {
   for (const model::ExpertWeights& x : moe.experts) routed.push_back(&x);
   const ExpertTypes types = expert_types(routed, moe.shared, linear_type_);
   // The experts the GPU holds: the routed ones not homed on the CPU (null: stays in host memory),
-  // then the shared one at E.
+  // then the shared one at E. EXL3 routed experts: each entry points at its Exl3DeviceMatrix in one
+  // device array of the layer's [3][E] (gate, up, down), filled in below.
   const int layer = cpu_experts_ ? cpu_experts_->layer_of(moe) : -1;
-  std::vector<const void*> gate, up, down;
-  for (size_t e = 0; e <= moe.experts.size(); ++e) {
-    const bool is_shared = e == moe.experts.size();
+  const size_t E = moe.experts.size();
+  const bool exl3 = types.routed == WeightType::Exl3;
+  std::vector<Exl3DeviceMatrix> packed(exl3 ? 3 * E : 0);
+  const Exl3DeviceMatrix* packed_device =
+      exl3 ? static_cast<const Exl3DeviceMatrix*>(allocate(packed.size() * sizeof(Exl3DeviceMatrix))) : nullptr;
+  std::vector<const void*> tables[3];
+  for (size_t e = 0; e <= E; ++e) {
+    const bool is_shared = e == E;
     if (!is_shared && layer >= 0 && cpu_experts_->homes().on_cpu(layer, static_cast<int>(e))) {
-      gate.push_back(nullptr), up.push_back(nullptr), down.push_back(nullptr);
+      for (auto& t : tables) t.push_back(nullptr);
       continue;
     }
     const model::ExpertWeights& x = is_shared ? moe.shared : moe.experts[e];
+    const LinearWeight* roles[3] = {&x.gate, &x.up, &x.down};
     const WeightType type = is_shared ? types.shared : types.routed;
-    const auto data = [&](const LinearWeight& m) { return is_quantized(type) ? linear(m).data : dense_linear(m).data; };
-    gate.push_back(data(x.gate)), up.push_back(data(x.up)), down.push_back(data(x.down));
+    for (int r = 0; r < 3; ++r) {
+      if (type == WeightType::Exl3) {
+        packed[r * E + e] = exl3_matrix(*roles[r]);
+        tables[r].push_back(packed_device + r * E + e);
+      } else {
+        tables[r].push_back(is_quantized(type) ? linear(*roles[r]).data : dense_linear(*roles[r]).data);
+      }
+    }
   }
-  const size_t bytes = gate.size() * sizeof(const void*);
-  const ExpertTables t{static_cast<const void* const*>(upload(gate.data(), bytes)),
-                       static_cast<const void* const*>(upload(up.data(), bytes)),
-                       static_cast<const void* const*>(upload(down.data(), bytes)), types.routed, types.shared};
+  if (exl3)
+    check(cudaMemcpy(const_cast<Exl3DeviceMatrix*>(packed_device), packed.data(),
+                     packed.size() * sizeof(Exl3DeviceMatrix), cudaMemcpyHostToDevice),
+          "weight upload");
+  const size_t bytes = tables[0].size() * sizeof(const void*);
+  ExpertTables t{static_cast<const void* const*>(upload(tables[0].data(), bytes)),
+                 static_cast<const void* const*>(upload(tables[1].data(), bytes)),
+                 static_cast<const void* const*>(upload(tables[2].data(), bytes)), types.routed, types.shared};
+  std::copy(std::begin(types.exl3_bits), std::end(types.exl3_bits), t.exl3_bits);
   return experts_.emplace(&moe, t).first->second;
 }
 

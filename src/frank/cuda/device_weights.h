@@ -7,8 +7,12 @@
 // 1 and 0.5 bytes a weight) and computed on by the FP8 / FP4 kernels; so are a layer's routed
 // experts when all their matrices are FP8 / FP4 of one type with rows the MoE kernels' loads fit,
 // and its shared expert on the same terms with a type of its own (expert_types; DeepSeek-V4-Flash:
-// FP4 routed, FP8 shared). Other experts and EXL3 weights are decoded on the host and stored like
-// dense ones: FP8 / FP4 values are exact in either type, EXL3's are its fp32 decoding.
+// FP4 routed, FP8 shared). A layer's routed experts that are all EXL3 with one bit width per role
+// (gate, up, down; codebooks may differ) stay packed: each matrix's trellis, suh and svh in one
+// buffer, the tables' entries pointing at their Exl3DeviceMatrix (ExpertTables, exl3_moe.cuh).
+// Other experts and EXL3 weights (Linears, the shared expert, routed experts of mixed bits) are
+// decoded on the host and stored like dense ones: FP8 / FP4 values are exact in either type,
+// EXL3's are its fp32 decoding.
 //
 // Routed experts homed on the CPU by a plan (set_cpu_experts, issue 7) are never uploaded: their
 // entries in the expert tables are null, and CudaOps::moe has the CPU compute them, unless the GPU
@@ -16,7 +20,11 @@
 //
 // A host weight with a shape but no data (model::skeleton_weights: a synthetic model at real size)
 // is generated on the device instead: random, standard deviation 1/sqrt(columns) for Linear
-// weights and 1 for tables, from `synthetic_seed`.
+// weights and 1 for tables, from `synthetic_seed`. A shape-only EXL3 weight (QuantizedMatrix of
+// format Exl3 with rows, cols, bits and codebook, its trellis and sign vectors empty) kept packed
+// gets random trellis words, suh of +-1/sqrt(columns) and svh of +-1 (random signs), which give
+// it the dense synthetic weights' scale (exl3_matrix); decoded to dense, it is generated as a dense
+// weight.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -29,6 +37,7 @@
 #include "frank/core/linear_weight.h"
 #include "frank/core/tensor.h"
 #include "frank/cuda/cpu_experts.h"
+#include "frank/cuda/exl3_gemv.h"
 #include "frank/cuda/expert_cache_slots.h"
 #include "frank/cuda/ops.cuh"
 #include "frank/engine/rope.h"
@@ -49,6 +58,7 @@ std::vector<uint8_t> stored_bytes(const LinearWeight& host, WeightType type);
 // 16-byte loads fit (cols a multiple of 16 e4m3 / 32 e2m1); else `dense` (decoded on the host).
 struct ExpertTypes {
   WeightType routed, shared;
+  int exl3_bits[3] = {};  // routed Exl3: the bits of gate, up, down
 };
 ExpertTypes expert_types(std::span<const model::ExpertWeights* const> routed, const model::ExpertWeights& shared,
                          WeightType dense);
@@ -103,6 +113,8 @@ class DeviceWeights {
   // A Linear stored as `linear_type_` (a quantised one decoded on the host): the expert tables'
   // matrices of experts without a native type (expert_types).
   const Linear& dense_linear(const LinearWeight& host);
+  // An EXL3 weight's trellis and sign vectors, packed in device memory (generated for a shape-only one).
+  Exl3DeviceMatrix exl3_matrix(const LinearWeight& host);
   void* allocate(size_t bytes);
   // Device memory for a shape-only host weight, filled with random values.
   void* generate(int64_t count, WeightType type, float stddev);

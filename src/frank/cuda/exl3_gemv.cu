@@ -15,54 +15,20 @@
 #include <type_traits>
 
 #include "frank/cuda/exl3_gemv.h"
-#include "frank/cuda/exl3_tile.cuh"
+#include "frank/cuda/exl3_block.cuh"
 #include "frank/cuda/launch.cuh"
 
 namespace frank::cuda {
 namespace {
 
-using exl3::codebook_value;
-using exl3::half_bits;
-using exl3::kTileSide;
-using exl3::LaneStates;
-using exl3::position_state;
+using namespace exl3;
 
-constexpr int kBlock = 128, kTilesPerBlock = kBlock / kTileSide, kMaxTokens = 8;
+constexpr int kMaxTokens = 8;
 constexpr int kWarps = kTilesPerBlock, kThreads = 32 * kWarps;  // warp j: output tile j of the block
-constexpr float kInvSqrt128 = 0.088388347648f;  // cpu::hadamard128_blocks
 // The k split aims at this many thread blocks (8 warps each): a few per SM of an H200 (132 SMs),
 // enough to keep every SM streaming. A constant, not the device's SM count, so that a shape's
 // summation order, and so its bits, is the same on every GPU.
 constexpr int64_t kTargetBlocks = 512;
-
-__device__ __forceinline__ int64_t padded(int64_t features) { return (features + kBlock - 1) / kBlock * kBlock; }
-
-// v <- H v over one 128-block held by a warp, lane l holding elements 4l .. 4l + 3: the butterflies
-// of cpu::hadamard128_blocks in its order (half = 1, 2 in registers, 4 .. 64 across lanes; the low
-// element gets a + c, the high one a - c), then the scale.
-__device__ __forceinline__ void warp_hadamard128(float (&v)[4]) {
-  const auto butterfly = [](float& a, float& c) {
-    const float sum = __fadd_rn(a, c), difference = __fsub_rn(a, c);
-    a = sum;
-    c = difference;
-  };
-  butterfly(v[0], v[1]);
-  butterfly(v[2], v[3]);
-  butterfly(v[0], v[2]);
-  butterfly(v[1], v[3]);
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int m = 1; m < 32; m *= 2) {  // half = 4m: the partner is lane l ^ m
-    const bool low = (lane & m) == 0;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float other = __shfl_xor_sync(0xFFFFFFFFu, v[e], m);
-      v[e] = low ? __fadd_rn(v[e], other) : __fsub_rn(other, v[e]);
-    }
-  }
-#pragma unroll
-  for (int e = 0; e < 4; ++e) v[e] = __fmul_rn(v[e], kInvSqrt128);
-}
 
 // One thread per element of Q (cpu::decode).
 __global__ void decode_kernel(Exl3DeviceMatrix w, uint16_t* q) {
@@ -96,70 +62,34 @@ __global__ void decode_lanes_kernel(Exl3DeviceMatrix w, uint16_t* q) {
         __half_as_ushort(__float2half_rn(v[i]));
 }
 
-// u = H(suh ∘ x_t) over inputs 128 kb .. 128 kb + 127, by one warp (the input half of
-// cpu::linear_rows, the same operations): zero past w.cols, and zero for t >= n so that the
-// padding tokens of the N-token kernel add nothing.
-__device__ __forceinline__ void input_block(const Exl3DeviceMatrix& w, const float* x, int n, int t, int64_t kb,
-                                            float* u) {
-  const int lane = threadIdx.x % 32;
-  float v[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int64_t i = kb * kBlock + 4 * lane + e;
-    v[e] = t < n && i < w.cols ? __fmul_rn(x[t * w.cols + i], half_bits(w.suh[i])) : 0.0f;
-  }
-  warp_hadamard128(v);
-  *reinterpret_cast<float4*>(u + 4 * lane) = make_float4(v[0], v[1], v[2], v[3]);
-}
-
 // partial[slice, t, c] = sum over the slice's inputs i of u_t[i] q[i][c] for the block's 128
 // outputs c and tokens t < n; N >= n is the kernel's token capacity.
 template <int K, int N>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(Exl3DeviceMatrix w, const float* x, int n, int blocks_per_slice, float* partial) {
   follow_previous_kernel();
-  using States = LaneStates<K>;
   __shared__ __align__(16) float u[N][kBlock];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t rows = padded(w.rows), tiles_n = rows / kTileSide, k_blocks = padded(w.cols) / kBlock;
   const int64_t nt = static_cast<int64_t>(blockIdx.x) * kTilesPerBlock + warp;
   const int64_t kb_begin = static_cast<int64_t>(blockIdx.y) * blocks_per_slice;
   const int64_t kb_end = kb_begin + blocks_per_slice < k_blocks ? kb_begin + blocks_per_slice : k_blocks;
-  const States states(lane);
-  const int row0 = States::row(lane, 0);  // the lane's rows (States::row): row0, row0 + 1, row0 + 8, row0 + 9
-  const auto* trellis = reinterpret_cast<const uint32_t*>(w.trellis);
+  const LaneStates<K> states(lane);
   float acc[N][2];  // columns lane / 4 and lane / 4 + 8 of output tile nt (States::column)
 #pragma unroll
   for (int t = 0; t < N; ++t) acc[t][0] = acc[t][1] = 0.0f;
   for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
-    uint32_t words[kTilesPerBlock][States::kWords];
-#pragma unroll
-    for (int i = 0; i < kTilesPerBlock; ++i)
-      states.load(trellis + ((kb * kTilesPerBlock + i) * tiles_n + nt) * States::kTileWords, words[i]);
+    BlockWords<K> block;
+    block.load(states, w.trellis, kb, tiles_n, nt);
     __syncthreads();  // every warp is done with the previous block's u
-    if (warp < N) input_block(w, x, n, warp, kb, u[warp]);
+    if (warp < N) {
+      const float* xt = x + static_cast<int64_t>(warp) * w.cols;
+      input_block(w.suh, w.cols, kb, warp < n, [&](int64_t i) { return xt[i]; }, u[warp]);
+    }
     __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kTilesPerBlock; ++i) {
-      float q[8];
-      states.decode(w.codebook, words[i], q);
-#pragma unroll
-      for (int t = 0; t < N; ++t) {
-        const float2 near = *reinterpret_cast<const float2*>(&u[t][i * kTileSide + row0]);
-        const float2 far = *reinterpret_cast<const float2*>(&u[t][i * kTileSide + row0 + 8]);
-        const float ut[4] = {near.x, near.y, far.x, far.y};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[t][e / 4] = fmaf(q[e], ut[e % 4], acc[t][e / 4]);
-      }
-    }
+    block.accumulate(states, w.codebook, u, acc);
   }
-#pragma unroll
-  for (int t = 0; t < N; ++t)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      acc[t][h] = __fadd_rn(acc[t][h], __shfl_xor_sync(0xFFFFFFFFu, acc[t][h], 1));
-      acc[t][h] = __fadd_rn(acc[t][h], __shfl_xor_sync(0xFFFFFFFFu, acc[t][h], 2));
-    }
+  column_sums(acc);
   if (lane % 4 != 0) return;
 #pragma unroll
   for (int t = 0; t < N; ++t)
@@ -184,10 +114,7 @@ __global__ void output_kernel(Exl3DeviceMatrix w, const float* partial, int slic
     z[2] = __fadd_rn(z[2], p.z);
     z[3] = __fadd_rn(z[3], p.w);
   }
-  warp_hadamard128(z);
-#pragma unroll
-  for (int e = 0; e < 4; ++e)
-    if (first + e < w.rows) y[t * w.rows + first + e] = __fmul_rn(z[e], half_bits(w.svh[first + e]));
+  output_block(z, w.svh, w.rows, first, y + t * w.rows);
 }
 
 bool valid(const Exl3DeviceMatrix& w) {
@@ -219,21 +146,6 @@ cudaError_t launch_gemv_tokens(const Exl3DeviceMatrix& w, const float* x, int n,
   if (n == 2) return launch_gemv<K, 2>(w, x, n, per_slice, slices, partial, stream);
   if (n <= 4) return launch_gemv<K, 4>(w, x, n, per_slice, slices, partial, stream);
   return launch_gemv<K, kMaxTokens>(w, x, n, per_slice, slices, partial, stream);
-}
-
-// f(std::integral_constant<int, K>{}) for K = bits (1..8): the kernels take K as a template parameter.
-template <typename F>
-cudaError_t with_bits(int bits, const F& f) {
-  switch (bits) {
-    case 1: return f(std::integral_constant<int, 1>{});
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 3: return f(std::integral_constant<int, 3>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 5: return f(std::integral_constant<int, 5>{});
-    case 6: return f(std::integral_constant<int, 6>{});
-    case 7: return f(std::integral_constant<int, 7>{});
-    default: return f(std::integral_constant<int, 8>{});
-  }
 }
 
 }  // namespace

@@ -51,6 +51,9 @@ void ExpertCacheSlots::allocate(DeviceWeights& weights, const CpuExperts& cpu) {
     if (homes.cpu_count(l) == 0) continue;
     const model::MoeWeights& moe = cpu.moe(l);
     const WeightType type = weights.experts(moe).type;
+    // A slot would need the packed trellis and sign vectors and an Exl3DeviceMatrix for each entry.
+    if (type == WeightType::Exl3)
+      throw Error(fmt::format("EXL3 experts cannot take cache slots yet (layer {}): run without GPU expert cache slots", l));
     size_t bytes = 0;
     for (const LinearWeight* m : matrices(moe.experts.front()))
       bytes += aligned(static_cast<size_t>(weight_bytes(type, m->rows(), m->cols())));

@@ -18,6 +18,8 @@
 // steps. The host's view (CpuExperts::set_cached) changes at once: the next step's host work
 // comes after that wait. The host conversion (step 3) is on the critical path between steps: the
 // CPU homes are the checkpoint's pageable memory, not pinned.
+// EXL3 routed experts kept packed (ExpertTables type Exl3) cannot take slots yet: the first
+// allocation throws frank::Error ("EXL3 experts cannot take cache slots yet").
 #include <cuda_runtime.h>
 
 #include <atomic>

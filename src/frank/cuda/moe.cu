@@ -33,6 +33,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "frank/cuda/exl3_moe.cuh"
 #include "frank/cuda/moe_plan.cuh"
 #include "frank/cuda/ops.cuh"
 #include "frank/cuda/launch.cuh"
@@ -151,9 +152,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (row >= I || !(p.mask[u] >> t & 1)) continue;
         float gs = 0.0f, us = 0.0f;
         for (int w = 0; w < S; ++w) gs += part[i][w][2 * r * TC + t], us += part[i][w][(2 * r + 1) * TC + t];
-        // std::min and std::clamp's comparisons (a NaN passes through, as in the reference).
-        const float gv = limit < gs ? limit : gs, uv = us < -limit ? -limit : limit < us ? limit : us;
-        hg[static_cast<size_t>(hidden_row(p, u, t)) * I + row] = gv * (1.0f / (1.0f + expf(-gv))) * uv * p.weight[u][t];
+        hg[static_cast<size_t>(hidden_row(p, u, t)) * I + row] = swiglu(gs, us, limit, p.weight[u][t]);
       }
       __syncthreads();  // part is written again by the next pass
     }
@@ -355,11 +354,17 @@ cudaError_t with_type(WeightType type, const Run& run) {
       return run(Fp8{});
     case WeightType::Fp4:
       return run(Fp4{});
+    case WeightType::Exl3:  // routed experts only, by exl3_routed_experts
+      break;
   }
   return cudaErrorInvalidValue;
 }
 
 }  // namespace
+
+int64_t moe_hidden_floats(int n, int k, int D, int I, const ExpertTables& tables) {
+  return tables.type == WeightType::Exl3 ? int64_t{n} * k * (2 * int64_t{I} + D) : int64_t{n} * (k + 1) * I;
+}
 
 cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
                         const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream) {
@@ -367,19 +372,30 @@ cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* expe
   if ((n + kGroup - 1) / kGroup > 65535) return cudaErrorInvalidValue;  // grid.y
   if (!x || !experts || !weights || !hidden || !out || !tables.gate || !tables.up || !tables.down)
     return cudaErrorInvalidValue;
-  // Both types checked before anything runs: a refused shared pass must not follow a routed one.
-  for (WeightType type : {tables.type, tables.shared_type})
-    if (const cudaError_t e = with_type(type, [&](auto t) {
-          using T = decltype(t);
-          return kQuantized<T> && !vector_loads<T>(D, I, x, hidden) ? cudaErrorInvalidValue : cudaSuccess;
-        }))
-      return e;
-  if (n == 0) return cudaSuccess;
+  // Both types checked before anything runs: a refused shared pass must not follow a routed one. EXL3
+  // routed experts are checked by exl3_routed_experts (before it runs); a shared one is refused.
+  const bool exl3 = tables.type == WeightType::Exl3;
+  const auto servable = [&](WeightType type) {
+    return with_type(type, [&](auto t) {
+      using T = decltype(t);
+      return kQuantized<T> && !vector_loads<T>(D, I, x, hidden) ? cudaErrorInvalidValue : cudaSuccess;
+    });
+  };
+  if (const cudaError_t e = exl3 ? cudaSuccess : servable(tables.type)) return e;
+  if (const cudaError_t e = servable(tables.shared_type)) return e;
   const auto pass = [&](WeightType type, Pass p) {
     return with_type(type, [&](auto t) {
       return launch_type<decltype(t)>(x, n, D, I, experts, weights, p, E, tables, type, limit, hidden, out, stream);
     });
   };
+  if (exl3) {
+    // The routed sum stored (it checks its own arguments before it runs), then the shared expert added.
+    if (const cudaError_t e = exl3_routed_experts(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out,
+                                                  stream))
+      return e;
+    return n == 0 ? cudaSuccess : pass(tables.shared_type, {0, true, true});
+  }
+  if (n == 0) return cudaSuccess;
   if (tables.shared_type == tables.type) return pass(tables.type, {k, true, false});
   if (const cudaError_t e = pass(tables.type, {k, false, false})) return e;
   return pass(tables.shared_type, {0, true, true});

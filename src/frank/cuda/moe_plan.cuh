@@ -120,6 +120,14 @@ __device__ inline void build_plan(Plan& p, const int32_t* __restrict__ experts, 
   __syncthreads();
 }
 
+// One value of an expert's hidden layer from its gate and up outputs: silu(min(g, limit)) *
+// clamp(u, -limit, limit) times the routing weight, as engine::swiglu_expert computes it (silu(v) =
+// v * (1 / (1 + exp(-v))); std::min's and std::clamp's comparisons: a NaN passes through).
+__device__ __forceinline__ float swiglu(float g, float u, float limit, float weight) {
+  const float gv = limit < g ? limit : g, uv = u < -limit ? -limit : limit < u ? limit : u;
+  return gv * (1.0f / (1.0f + expf(-gv))) * uv * weight;
+}
+
 // V consecutive weights of type T as loaded: 16 bytes (8 bf16 or 4 fp32) or one element.
 template <class T, int V>
 struct Weights {

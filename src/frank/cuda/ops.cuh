@@ -222,21 +222,32 @@ cudaError_t route(const float* logits, int n, int E, int k, const float* bias, c
 // matrices must start 16-byte aligned (cudaMalloc'd buffers do; unchecked: the tables live on the
 // device), and D and I be multiples of 16 (FP8) / 32 (FP4), else moe_experts refuses them; each
 // weight is decoded exactly where it is used, so the result is that over cpu::dequantize's weights.
+// EXL3 routed experts (type Exl3; the shared expert is never EXL3): each entry points at an
+// Exl3DeviceMatrix (exl3_gemv.h) in device memory, of the role's shape, whose bit width is
+// exl3_bits[role] (gate, up, down) for every routed expert (the kernels take it as a template
+// parameter; the host never reads the tables); the codebook may differ between experts; D and I at
+// most 8192 (exl3_moe.cuh).
 struct ExpertTables {
   const void* const* gate;
   const void* const* up;
   const void* const* down;
   WeightType type;         // the routed experts' (indices < E)
   WeightType shared_type;  // the shared expert's (index E)
+  int exl3_bits[3] = {};   // type Exl3: the routed experts' bits of gate, up, down (1..8)
 };
+
+// Floats of `hidden` moe_experts needs: n * (k+1) * I, or for EXL3 routed experts n*k * (2*I + D)
+// (each slot's gate and up outputs, then its down output, summed per token in a last kernel).
+int64_t moe_hidden_floats(int n, int k, int D, int I, const ExpertTables& tables);
 
 // out[t] = sum_j weights[t*k + j] * expert(experts[t*k + j], x[t]) + expert(E, x[t]) with
 // expert(e, x) = down_e · (silu(min(gate_e·x, limit)) * clamp(up_e·x, -limit, limit)).
-// `hidden` is scratch of [n, k+1, I] floats. engine::moe_forward. With one type the routed and
-// shared experts run in one pass of two kernels; with two, a pass of the routed experts stores
+// `hidden` is scratch of moe_hidden_floats floats. engine::moe_forward. With one type the routed
+// and shared experts run in one pass of two kernels; with two, a pass of the routed experts stores
 // their sum and a second pass of the same kernels adds the shared expert's output (the reference's
-// order: the routed sum, then the shared expert). Either way every value of out is summed by one
-// thread in a fixed order: every run gives the same bits.
+// order: the routed sum, then the shared expert). EXL3 routed experts take their own pass
+// (exl3_moe.cuh), then the shared expert's is added the same way. Either way every value of out is
+// summed by one thread in a fixed order: every run gives the same bits.
 cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
                         const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream);
 

@@ -1,4 +1,5 @@
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 
@@ -24,17 +25,45 @@ __global__ void fill_kernel(T* dst, int64_t count, float stddev, uint64_t seed) 
   }
 }
 
+// Word i: 16 bits of the hash of (seed, i); as a sign vector, +-magnitude by its lowest bit.
+template <bool kSigns>
+__global__ void words_kernel(uint16_t* dst, int64_t count, float magnitude, uint64_t seed) {
+  const __half plus = __float2half_rn(magnitude), minus = __hneg(plus);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t bits = mix(seed ^ mix(static_cast<uint64_t>(i)));
+    dst[i] = kSigns ? __half_as_ushort(bits & 1 ? minus : plus) : static_cast<uint16_t>(bits >> 48);
+  }
+}
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t count) { return static_cast<int>(std::min<int64_t>((count + kThreads - 1) / kThreads, 4096)); }
+
+template <bool kSigns>
+cudaError_t fill_words(uint16_t* dst, int64_t count, float magnitude, uint64_t seed, cudaStream_t stream) {
+  if (count < 0 || (count > 0 && dst == nullptr)) return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  words_kernel<kSigns><<<blocks_for(count), kThreads, 0, stream>>>(dst, count, magnitude, seed);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+cudaError_t fill_random_words(uint16_t* dst, int64_t count, uint64_t seed, cudaStream_t stream) {
+  return fill_words<false>(dst, count, 0.0f, seed, stream);
+}
+
+cudaError_t fill_random_signs(uint16_t* dst, int64_t count, float magnitude, uint64_t seed, cudaStream_t stream) {
+  return fill_words<true>(dst, count, magnitude, seed, stream);
+}
 
 cudaError_t fill_uniform(void* dst, WeightType type, int64_t count, float stddev, uint64_t seed, cudaStream_t stream) {
   if (count < 0 || (count > 0 && dst == nullptr)) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  const int threads = 256;
-  const int blocks = static_cast<int>(std::min<int64_t>((count + threads - 1) / threads, 4096));
   if (type == WeightType::F32)
-    fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(dst), count, stddev, seed);
+    fill_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<float*>(dst), count, stddev, seed);
   else
-    fill_kernel<<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, stddev, seed);
+    fill_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, stddev, seed);
   return cudaGetLastError();
 }
 

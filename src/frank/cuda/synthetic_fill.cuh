@@ -12,4 +12,9 @@ namespace frank::cuda {
 
 cudaError_t fill_uniform(void* dst, WeightType type, int64_t count, float stddev, uint64_t seed, cudaStream_t stream);
 
+// EXL3 parts (exl3_gemv.h): `count` uniform random uint16 words (any word is a valid trellis word),
+// or fp16 values +-magnitude with random signs (sign vectors suh, svh).
+cudaError_t fill_random_words(uint16_t* dst, int64_t count, uint64_t seed, cudaStream_t stream);
+cudaError_t fill_random_signs(uint16_t* dst, int64_t count, float magnitude, uint64_t seed, cudaStream_t stream);
+
 }  // namespace frank::cuda

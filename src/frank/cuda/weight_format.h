@@ -11,17 +11,21 @@
 // The quantised types are one buffer: the value bytes, zero bytes up to a multiple of 16, then the
 // scale bytes exactly as shipped, so a weight is still one pointer (expert tables hold one per
 // matrix) and the values stay 16-byte aligned for the kernels' loads.
+//   Exl3           only in the MoE's expert tables (ops.cuh, ExpertTables): a pointer to an
+//                  Exl3DeviceMatrix (exl3_gemv.h) in device memory, which points at the trellis
+//                  and sign vectors. Its bytes depend on the bit width, so the byte functions
+//                  below do not apply to it (nothing calls them for it).
 #include <cstdint>
 
 namespace frank::cuda {
 
-enum class WeightType { F32, BF16, Fp8Block128, Fp8Block32, Fp4 };
+enum class WeightType { F32, BF16, Fp8Block128, Fp8Block32, Fp4, Exl3 };
 
 constexpr bool is_quantized(WeightType t) {
   return t == WeightType::Fp8Block128 || t == WeightType::Fp8Block32 || t == WeightType::Fp4;
 }
 
-// "fp32", "bf16", "fp8/128", "fp8/32", "fp4" (reports).
+// "fp32", "bf16", "fp8/128", "fp8/32", "fp4", "exl3" (reports).
 constexpr const char* weight_type_name(WeightType t) {
   switch (t) {
     case WeightType::F32:
@@ -34,6 +38,8 @@ constexpr const char* weight_type_name(WeightType t) {
       return "fp8/32";
     case WeightType::Fp4:
       return "fp4";
+    case WeightType::Exl3:
+      return "exl3";
   }
   return "?";
 }
