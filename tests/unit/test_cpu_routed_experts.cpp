@@ -12,6 +12,7 @@
 #include "frank/engine/cpu_routed_experts.h"
 #include "frank/engine/moe.h"
 #include "frank/model/synthetic.h"
+#include "frank/model/synthetic_exl3.h"
 
 namespace frank::engine {
 namespace {
@@ -74,6 +75,38 @@ TEST(CpuRoutedExperts, EveryExpertOnTheCpuIsTheReferenceBitForBit) {
   const Tensor want = moe_forward(l.config, l.moe(), false, x, kIds);
   Tensor got = partial(pool, l, std::vector<uint8_t>(8, 1), x, route_all(l, x, kIds));
   add_shared(l, x, got);
+  for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.data[i], want.data[i]) << "value " << i;
+}
+
+// EXL3 experts (three bit widths and codebooks, several 128-row blocks per matrix) are split by
+// rows over the pool; each (expert, token) must still be swiglu_expert's output bit for bit.
+TEST(CpuRoutedExperts, Exl3ExpertsSplitByRowsAreTheReferenceBitForBit) {
+  model::ModelConfig c = model::synthetic_config("tiny");
+  c.hidden_size = 256;
+  c.n_routed_experts = 3;
+  const int64_t D = c.hidden_size, I = 384;
+  model::MoeWeights moe;
+  for (uint64_t e = 0; e < 3; ++e) {
+    model::ExpertWeights x;
+    x.gate.quantized = model::random_exl3(I, D, 3, Exl3Codebook::ThreeInst, model::exl3_seeds(10 * e + 1));
+    x.up.quantized = model::random_exl3(I, D, 2, Exl3Codebook::Mcg, model::exl3_seeds(10 * e + 2));
+    x.down.quantized = model::random_exl3(D, I, 4, Exl3Codebook::Mul1, model::exl3_seeds(10 * e + 3));
+    moe.experts.push_back(std::move(x));
+  }
+  const Tensor x = random_x(2, static_cast<int>(D), 7);
+  const std::vector<int32_t> experts = {2, 0, 1, 2};
+  const std::vector<float> weights = {0.5f, 0.25f, 0.75f, 0.125f};
+  ThreadPool pool(3);
+  Tensor got({2, D});
+  cpu_routed_experts(pool, c, moe, std::vector<uint8_t>(3, 1), {x.data.data(), 2, experts.data(), weights.data(), 2},
+                     got.data.data());
+  Tensor want({2, D});
+  std::vector<float> y(static_cast<size_t>(D));
+  for (int t = 0; t < 2; ++t)
+    for (const int j : {experts[2 * t] < experts[2 * t + 1] ? 0 : 1, experts[2 * t] < experts[2 * t + 1] ? 1 : 0}) {
+      swiglu_expert(moe.experts[static_cast<size_t>(experts[2 * t + j])], c.swiglu_limit, x.row(t), y.data());
+      for (int64_t d = 0; d < D; ++d) want.row(t)[d] += y[static_cast<size_t>(d)] * weights[2 * t + j];
+    }
   for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.data[i], want.data[i]) << "value " << i;
 }
 

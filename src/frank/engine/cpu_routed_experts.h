@@ -8,8 +8,8 @@
 // so with every routed expert on the CPU, partial + shared(x) is moe_forward's output bit for bit.
 // An expert whose three matrices are FP4 (DeepSeek-V4's routed experts as shipped) runs on the fast
 // kernels over the thread pool (cpu/quant/expert_runner: fp32 sums, the bound in quant_gemv.h);
-// any other expert runs the reference swiglu_expert (double accumulation), one task per
-// (expert, token).
+// any other expert (EXL3, FP8, dense) computes swiglu_expert's math bit for bit, split by blocks of
+// 128 rows over the pool for each (expert, token).
 #include <cstdint>
 #include <span>
 
