@@ -38,6 +38,8 @@
 #include "frank/experts/expert_cache.h"
 #include "frank/experts/expert_homes.h"
 #include "frank/experts/model_fingerprint.h"
+#include "frank/model/synthetic.h"
+#include "frank/model/synthetic_exl3.h"
 #include "cuda/cuda_forward_util.h"
 #include "cuda/frank_binary.h"
 #include "golden/fixture.h"
@@ -288,6 +290,50 @@ TEST(CudaHybridCache, GraphReplaysFollowTheCachesChanges) {
                            f.name(), replayed(split), split.step_times().size(), counted.hit_routings, counted.fills,
                            counted.evictions);
   EXPECT_GT(replayed(split), std::ssize(f.ids)) << "too few split steps replayed graphs";
+  EXPECT_GT(counted.hit_routings, 0u) << "no routing ran on a GPU copy: the cache was not exercised";
+  EXPECT_GT(counted.evictions, 0u) << "nothing was evicted: the churn was not exercised";
+}
+
+// EXL3 routed experts (kept packed on the GPU) take cache slots too: a slot holds the expert's
+// Exl3DeviceMatrix structs pointing into its own copy of the packed buffers. The synthetic tiny
+// model with hidden and expert widths of 128 (EXL3's block) and every routed expert EXL3 3-bit;
+// two slots and a short half-life, so experts come and go while the split model replays its steps.
+// The logits stay the all-GPU run's within the hybrid tolerance (a slot whose pointers pointed
+// anywhere but its own buffers, or a stale copy, moves them far more).
+TEST(CudaHybridCache, Exl3ExpertsTakeSlots) {
+  REQUIRE_GPU();
+  model::ModelConfig c = model::synthetic_config("tiny");
+  c.hidden_size = 128;
+  c.moe_intermediate_size = 128;
+  model::ModelWeights w = model::random_weights(c, 3);
+  uint64_t seed = 1;
+  for (model::LayerWeights& layer : w.layers)
+    for (model::ExpertWeights& x : layer.moe.experts)
+      for (LinearWeight* m : {&x.gate, &x.up, &x.down}) {
+        const int64_t rows = m->rows(), cols = m->cols();
+        *m = LinearWeight();
+        m->quantized = model::random_exl3(rows, cols, 3, Exl3Codebook::ThreeInst, model::exl3_seeds(seed++));
+      }
+  const engine::Model model(c, std::move(w));
+  cuda::CudaModel all_gpu(model, cuda::WeightType::F32);
+  cuda::CudaModel split(model, cuda::WeightType::F32);
+  split.device_weights().set_cpu_experts(std::make_unique<cuda::CpuExperts>(c, model.weights(), third_on_cpu(c), 2));
+  split.device_weights().set_expert_cache(2, {.half_life_steps = 1, .max_fills_per_step = 2});
+  ASSERT_EQ(all_gpu.device_weights().experts(model.weights().layers[0].moe).type, cuda::WeightType::Exl3);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % c.vocab_size);
+  for (int pass = 0; pass < 2; ++pass) {
+    cuda::DeviceSession gpu_session = all_gpu.new_session(), split_session = split.new_session();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::vector<int32_t> one{ids[i]};
+      const Tensor want = all_gpu.forward(gpu_session, one, engine::Model::Logits::Last);
+      const Tensor got = split.forward(split_session, one, engine::Model::Logits::Last);
+      EXPECT_LE(compare(got, want).err, 1e-3) << "step " << i << " (pass " << pass << ")";
+    }
+  }
+  const auto counted = split.device_weights().expert_cache()->counters();
+  std::cout << fmt::format("[ exl3 cache ] synthetic tiny, 128 wide: {} hits, {} misses, {} fills, {} evictions\n",
+                           counted.hit_routings, counted.miss_routings, counted.fills, counted.evictions);
   EXPECT_GT(counted.hit_routings, 0u) << "no routing ran on a GPU copy: the cache was not exercised";
   EXPECT_GT(counted.evictions, 0u) << "nothing was evicted: the churn was not exercised";
 }

@@ -13,6 +13,7 @@
 #include "frank/core/splitmix64.h"
 #include "frank/cpu/quant/exl3_matrix.h"
 #include "frank/cpu/quantized_linear.h"
+#include "frank/cuda/exl3_packed.h"
 #include "frank/cuda/device_array.h"
 #include "frank/cuda/native_weight.h"
 #include "frank/cuda/synthetic_fill.cuh"
@@ -190,11 +191,10 @@ const DeviceWeights::Linear& DeviceWeights::dense_linear(const LinearWeight& hos
 
 Exl3DeviceMatrix DeviceWeights::exl3_matrix(const LinearWeight& host) {
   const QuantizedMatrix& q = *host.quantized;
-  Exl3DeviceMatrix m{nullptr, nullptr, nullptr, q.rows, q.cols, q.bits, q.codebook};
-  const int64_t words = m.padded_cols() * m.padded_rows() * q.bits / 16;
-  // One buffer: the trellis (whole 16 x 16 tiles: 4-byte aligned, as exl3_linear wants), suh, svh.
-  auto* p = static_cast<uint16_t*>(allocate(static_cast<size_t>(words + m.padded_cols() + m.padded_rows()) * 2));
-  m.trellis = p, m.suh = p + words, m.svh = p + words + m.padded_cols();
+  const size_t bytes = static_cast<size_t>(exl3_buffer_bytes(q));
+  auto* p = static_cast<uint16_t*>(allocate(bytes));
+  const Exl3DeviceMatrix m = exl3_device_matrix(q, p);
+  const int64_t words = exl3_trellis_words(m);
   if (exl3_shape_only(host)) {
     // Random trellis words, sign vectors of random signs: suh +-1/sqrt(cols), svh +-1 (the scales
     // of model::random_exl3's host matrices, without their 0.5..1.5 spread). H is orthonormal and
@@ -210,12 +210,9 @@ Exl3DeviceMatrix DeviceWeights::exl3_matrix(const LinearWeight& host) {
     check(cudaStreamSynchronize(stream_), "fill_random_signs");
     return m;
   }
-  cpu::exl3_view(q);  // checks the trellis and sign vectors against the shape
-  check(cudaMemcpy(p, q.trellis.data(), q.trellis.size() * 2, cudaMemcpyHostToDevice), "weight upload");
-  check(cudaMemcpy(const_cast<uint16_t*>(m.suh), q.suh.data(), q.suh.size() * 2, cudaMemcpyHostToDevice),
-        "weight upload");
-  check(cudaMemcpy(const_cast<uint16_t*>(m.svh), q.svh.data(), q.svh.size() * 2, cudaMemcpyHostToDevice),
-        "weight upload");
+  std::vector<uint8_t> buffer(bytes);
+  write_exl3_buffer(q, buffer.data());
+  check(cudaMemcpy(p, buffer.data(), bytes, cudaMemcpyHostToDevice), "weight upload");
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include "frank/core/error.h"
 #include "frank/cuda/device_array.h"
 #include "frank/cuda/device_weights.h"
+#include "frank/cuda/exl3_packed.h"
 
 namespace frank::cuda {
 namespace {
@@ -17,6 +18,30 @@ constexpr size_t kAlign = 256;  // each matrix of a slot starts at a cudaMalloc-
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 std::array<const LinearWeight*, 3> matrices(const model::ExpertWeights& e) { return {&e.gate, &e.up, &e.down}; }
+
+// A matrix's bytes in a slot as a table of `type` stores it: its stored bytes (FP8 / FP4 as shipped,
+// dense), or for EXL3 the Exl3DeviceMatrix the table entry points at, then its packed buffer
+// (exl3_packed.h). Either way the entry points at the matrix's first byte in the slot.
+size_t slot_matrix_bytes(const LinearWeight& m, WeightType type) {
+  if (type == WeightType::Exl3) return aligned(sizeof(Exl3DeviceMatrix)) + static_cast<size_t>(exl3_buffer_bytes(*m.quantized));
+  return static_cast<size_t>(weight_bytes(type, m.rows(), m.cols()));
+}
+
+// Writes the slot bytes of `m` to `at`; `device` is where they will lie on the GPU (an EXL3
+// matrix's pointers point into its own buffer there).
+void write_slot_matrix(const LinearWeight& m, WeightType type, uint8_t* at, const uint8_t* device) {
+  if (type == WeightType::Exl3) {
+    const size_t header = aligned(sizeof(Exl3DeviceMatrix));
+    const Exl3DeviceMatrix matrix =
+        exl3_device_matrix(*m.quantized, reinterpret_cast<const uint16_t*>(device + header));
+    std::memcpy(at, &matrix, sizeof matrix);
+    write_exl3_buffer(*m.quantized, at + header);
+    return;
+  }
+  const std::vector<uint8_t> bytes = stored_bytes(m, type);
+  if (bytes.size() != slot_matrix_bytes(m, type)) throw Error("expert cache: a matrix's stored bytes are not its type's size");
+  std::memcpy(at, bytes.data(), bytes.size());
+}
 
 }  // namespace
 
@@ -51,13 +76,13 @@ void ExpertCacheSlots::allocate(DeviceWeights& weights, const CpuExperts& cpu) {
     if (homes.cpu_count(l) == 0) continue;
     const model::MoeWeights& moe = cpu.moe(l);
     const WeightType type = weights.experts(moe).type;
-    // A slot would need the packed trellis and sign vectors and an Exl3DeviceMatrix for each entry.
-    if (type == WeightType::Exl3)
-      throw Error(fmt::format("EXL3 experts cannot take cache slots yet (layer {}): run without GPU expert cache slots", l));
-    size_t bytes = 0;
-    for (const LinearWeight* m : matrices(moe.experts.front()))
-      bytes += aligned(static_cast<size_t>(weight_bytes(type, m->rows(), m->cols())));
-    slot_bytes_ = std::max(slot_bytes_, bytes);
+    for (int e = 0; e < homes.n_experts(); ++e) {
+      if (!homes.on_cpu(l, e)) continue;
+      size_t bytes = 0;
+      for (const LinearWeight* m : matrices(moe.experts[static_cast<size_t>(e)]))
+        bytes += aligned(slot_matrix_bytes(*m, type));
+      slot_bytes_ = std::max(slot_bytes_, bytes);
+    }
   }
   void* p = nullptr;
   check(cudaMalloc(&p, std::max<size_t>(1, slots() * slot_bytes_)), "cudaMalloc (GPU expert cache slots)");
@@ -82,7 +107,7 @@ void ExpertCacheSlots::set_entries(DeviceWeights& weights, const CpuExperts& cpu
   const auto ms = matrices(moe.experts[static_cast<size_t>(e)]);
   for (size_t i = 0; i < ms.size(); ++i) {
     values[i] = slot != nullptr ? slot + offset : nullptr;
-    offset += aligned(static_cast<size_t>(weight_bytes(tables.type, ms[i]->rows(), ms[i]->cols())));
+    offset += aligned(slot_matrix_bytes(*ms[i], tables.type));
   }
   *flag = slot != nullptr ? 0 : 1;
   // The tables and flags are DeviceWeights' device arrays; only the cache rewrites them, and only
@@ -97,13 +122,13 @@ void ExpertCacheSlots::set_entries(DeviceWeights& weights, const CpuExperts& cpu
 }
 
 // Converts the admitted experts' matrices into the staging buffer, one pool task per matrix
-// (decoding an FP4 expert to bf16 takes tens of ms on one core).
-void ExpertCacheSlots::stage(DeviceWeights& weights, CpuExperts& cpu) {
+// (decoding an FP4 expert to bf16 takes tens of ms on one core); fill i goes to targets[i].
+void ExpertCacheSlots::stage(DeviceWeights& weights, CpuExperts& cpu, std::span<uint8_t* const> targets) {
   struct Task {
     const LinearWeight* matrix;
     WeightType type;
     uint8_t* at;
-    size_t bytes;
+    const uint8_t* device;
   };
   std::vector<Task> tasks;
   for (size_t i = 0; i < last_fills_.size(); ++i) {
@@ -112,9 +137,8 @@ void ExpertCacheSlots::stage(DeviceWeights& weights, CpuExperts& cpu) {
     const WeightType type = weights.experts(moe).type;
     size_t offset = 0;
     for (const LinearWeight* m : matrices(moe.experts[static_cast<size_t>(expert_of(id))])) {
-      const size_t bytes = static_cast<size_t>(weight_bytes(type, m->rows(), m->cols()));
-      tasks.push_back({m, type, staging_ + i * slot_bytes_ + offset, bytes});
-      offset += aligned(bytes);
+      tasks.push_back({m, type, staging_ + i * slot_bytes_ + offset, targets[i] + offset});
+      offset += aligned(slot_matrix_bytes(*m, type));
     }
     if (offset > slot_bytes_)
       throw Error(fmt::format("expert cache: expert {} of layer {} needs {} bytes, a slot has {}", expert_of(id),
@@ -122,9 +146,7 @@ void ExpertCacheSlots::stage(DeviceWeights& weights, CpuExperts& cpu) {
   }
   cpu.pool().parallel_for(std::ssize(tasks), [&](int64_t t) {
     const Task& task = tasks[static_cast<size_t>(t)];
-    const std::vector<uint8_t> bytes = stored_bytes(*task.matrix, task.type);
-    if (bytes.size() != task.bytes) throw Error("expert cache: a matrix's stored bytes are not its type's size");
-    std::memcpy(task.at, bytes.data(), bytes.size());
+    write_slot_matrix(*task.matrix, task.type, task.at, task.device);
   });
 }
 
@@ -165,10 +187,12 @@ void ExpertCacheSlots::end_step(DeviceWeights& weights, CpuExperts& cpu, cudaStr
     free_slots.push_back(s);
     counters_.evictions += 1;
   }
-  stage(weights, cpu);
+  std::vector<uint8_t*> targets;
+  for (size_t i = 0; i < last_fills_.size(); ++i) targets.push_back(device_ + static_cast<size_t>(free_slots[i]) * slot_bytes_);
+  stage(weights, cpu, targets);
   for (size_t i = 0; i < last_fills_.size(); ++i) {
     const uint32_t id = last_fills_[i], slot = free_slots[i];
-    uint8_t* target = device_ + static_cast<size_t>(slot) * slot_bytes_;
+    uint8_t* target = targets[i];
     check(cudaMemcpyAsync(target, staging_ + i * slot_bytes_, slot_bytes_, cudaMemcpyHostToDevice, copies_),
           "expert cache (fill a slot)");
     set_entries(weights, cpu, id, target);

@@ -18,13 +18,15 @@
 // steps. The host's view (CpuExperts::set_cached) changes at once: the next step's host work
 // comes after that wait. The host conversion (step 3) is on the critical path between steps: the
 // CPU homes are the checkpoint's pageable memory, not pinned.
-// EXL3 routed experts kept packed (ExpertTables type Exl3) cannot take slots yet: the first
-// allocation throws frank::Error ("EXL3 experts cannot take cache slots yet").
+// EXL3 routed experts kept packed (ExpertTables type Exl3) take slots too: a matrix's slot bytes are
+// its Exl3DeviceMatrix (the table entry points at it, its pointers at the slot's copy) then its
+// packed buffer, written on the host like the other types' (exl3_packed.h).
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "frank/cuda/cpu_experts.h"
@@ -68,7 +70,7 @@ class ExpertCacheSlots {
   void allocate(DeviceWeights& weights, const CpuExperts& cpu);
   // Points the table entries and flag of expert `id` at `slot` (nullptr: back to the CPU).
   void set_entries(DeviceWeights& weights, const CpuExperts& cpu, uint32_t id, const uint8_t* slot);
-  void stage(DeviceWeights& weights, CpuExperts& cpu);
+  void stage(DeviceWeights& weights, CpuExperts& cpu, std::span<uint8_t* const> targets);
 
   static constexpr uint32_t kFree = UINT32_MAX;
   int layer_of(uint32_t id) const { return static_cast<int>(id / static_cast<uint32_t>(n_experts_)); }
