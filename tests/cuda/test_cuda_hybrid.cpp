@@ -28,6 +28,8 @@
 #include <fstream>
 #include <future>
 #include <set>
+#include <span>
+#include <string>
 #include <string_view>
 #include <thread>
 
@@ -260,46 +262,49 @@ TEST(CudaHybridCache, AdmissionsAreTheSimulatorsExpertCaches) {
   EXPECT_GT(run.fills, 0u);
 }
 
-// The cache's changes between steps (table entries, home flags, the host's runs_on_cpu) reach the
-// graphs replayed after them: two slots and a short half-life, so experts come and go while the
-// split model replays its decode steps; its logits stay the all-GPU run's within the hybrid
-// tolerance (an expert the GPU ran from a slot the host also ran, or neither did, moves them far more).
+// Feeds `ids` twice, one token a call, to an all-GPU model and to a split one (a third of the experts
+// on the CPU) with two GPU cache slots and a half-life of one step, so experts come and go while the
+// split model replays its decode steps. The cache's changes between steps (table entries, home
+// flags, the host's runs_on_cpu) must reach the graphs replayed after them: every logit stays the
+// all-GPU run's within the hybrid tolerance (an expert the GPU ran from a slot the host also ran, or
+// neither did, moves them far more), and the cache must have hit and evicted.
+void churn_cache_in_graphs(const engine::Model& model, std::span<const int32_t> ids, const std::string& name) {
+  const model::ModelConfig& c = model.config();
+  cuda::CudaModel all_gpu(model, cuda::WeightType::F32);
+  cuda::CudaModel split(model, cuda::WeightType::F32);
+  split.device_weights().set_cpu_experts(std::make_unique<cuda::CpuExperts>(c, model.weights(), third_on_cpu(c), 2));
+  split.device_weights().set_expert_cache(2, {.half_life_steps = 1, .max_fills_per_step = 2});
+  for (int pass = 0; pass < 2; ++pass) {
+    cuda::DeviceSession gpu_session = all_gpu.new_session(), split_session = split.new_session();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::vector<int32_t> one{ids[i]};
+      const Tensor want = all_gpu.forward(gpu_session, one, engine::Model::Logits::Last);
+      const Tensor got = split.forward(split_session, one, engine::Model::Logits::Last);
+      EXPECT_LE(compare(got, want).err, 1e-3) << name << " step " << i << " (pass " << pass << ")";
+    }
+  }
+  const auto counted = split.device_weights().expert_cache()->counters();
+  std::cout << fmt::format("[ cache in graphs ] {}: {} of {} steps replayed, {} hits, {} misses, {} fills, {} "
+                           "evictions\n",
+                           name, replayed(split), split.step_times().size(), counted.hit_routings,
+                           counted.miss_routings, counted.fills, counted.evictions);
+  EXPECT_GT(replayed(split), std::ssize(ids)) << name << ": too few split steps replayed graphs";
+  EXPECT_GT(counted.hit_routings, 0u) << name << ": no routing ran on a GPU copy: the cache was not exercised";
+  EXPECT_GT(counted.evictions, 0u) << name << ": nothing was evicted: the churn was not exercised";
+}
+
 TEST(CudaHybridCache, GraphReplaysFollowTheCachesChanges) {
   REQUIRE_GPU();
   const auto dirs = fixture_dirs();
   ASSERT_FALSE(dirs.empty());
   const Fixture f = load_fixture(dirs.front());
-  const auto model = load(dirs.front());
-  const model::ModelConfig& c = model->config();
-  cuda::CudaModel all_gpu(*model, cuda::WeightType::F32);
-  cuda::CudaModel split(*model, cuda::WeightType::F32);
-  split.device_weights().set_cpu_experts(
-      std::make_unique<cuda::CpuExperts>(c, model->weights(), third_on_cpu(c), 2));
-  split.device_weights().set_expert_cache(2, {.half_life_steps = 1, .max_fills_per_step = 2});
-  for (int pass = 0; pass < 2; ++pass) {
-    cuda::DeviceSession gpu_session = all_gpu.new_session(), split_session = split.new_session();
-    for (size_t i = 0; i < f.ids.size(); ++i) {
-      const std::vector<int32_t> one{f.ids[i]};
-      const Tensor want = all_gpu.forward(gpu_session, one, engine::Model::Logits::Last);
-      const Tensor got = split.forward(split_session, one, engine::Model::Logits::Last);
-      EXPECT_LE(compare(got, want).err, 1e-3) << "step " << i << " (pass " << pass << ")";
-    }
-  }
-  const auto counted = split.device_weights().expert_cache()->counters();
-  std::cout << fmt::format("[ cache in graphs ] {}: {} of {} steps replayed, {} hits, {} fills, {} evictions\n",
-                           f.name(), replayed(split), split.step_times().size(), counted.hit_routings, counted.fills,
-                           counted.evictions);
-  EXPECT_GT(replayed(split), std::ssize(f.ids)) << "too few split steps replayed graphs";
-  EXPECT_GT(counted.hit_routings, 0u) << "no routing ran on a GPU copy: the cache was not exercised";
-  EXPECT_GT(counted.evictions, 0u) << "nothing was evicted: the churn was not exercised";
+  churn_cache_in_graphs(*load(dirs.front()), f.ids, f.name());
 }
 
 // EXL3 routed experts (kept packed on the GPU) take cache slots too: a slot holds the expert's
-// Exl3DeviceMatrix structs pointing into its own copy of the packed buffers. The synthetic tiny
-// model with hidden and expert widths of 128 (EXL3's block) and every routed expert EXL3 3-bit;
-// two slots and a short half-life, so experts come and go while the split model replays its steps.
-// The logits stay the all-GPU run's within the hybrid tolerance (a slot whose pointers pointed
-// anywhere but its own buffers, or a stale copy, moves them far more).
+// Exl3DeviceMatrix structs pointing into its own copy of the packed buffers (a slot whose pointers
+// pointed anywhere else, or a stale copy, moves the logits far more). The synthetic tiny model with
+// hidden and expert widths of 128 (EXL3's block) and every routed expert EXL3 3-bit.
 TEST(CudaHybridCache, Exl3ExpertsTakeSlots) {
   REQUIRE_GPU();
   model::ModelConfig c = model::synthetic_config("tiny");
@@ -315,27 +320,13 @@ TEST(CudaHybridCache, Exl3ExpertsTakeSlots) {
         m->quantized = model::random_exl3(rows, cols, 3, Exl3Codebook::ThreeInst, model::exl3_seeds(seed++));
       }
   const engine::Model model(c, std::move(w));
-  cuda::CudaModel all_gpu(model, cuda::WeightType::F32);
-  cuda::CudaModel split(model, cuda::WeightType::F32);
-  split.device_weights().set_cpu_experts(std::make_unique<cuda::CpuExperts>(c, model.weights(), third_on_cpu(c), 2));
-  split.device_weights().set_expert_cache(2, {.half_life_steps = 1, .max_fills_per_step = 2});
-  ASSERT_EQ(all_gpu.device_weights().experts(model.weights().layers[0].moe).type, cuda::WeightType::Exl3);
+  std::vector<const model::ExpertWeights*> routed;
+  for (const model::ExpertWeights& x : model.weights().layers[0].moe.experts) routed.push_back(&x);
+  ASSERT_EQ(cuda::expert_types(routed, model.weights().layers[0].moe.shared, cuda::WeightType::F32).routed,
+            cuda::WeightType::Exl3);
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % c.vocab_size);
-  for (int pass = 0; pass < 2; ++pass) {
-    cuda::DeviceSession gpu_session = all_gpu.new_session(), split_session = split.new_session();
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const std::vector<int32_t> one{ids[i]};
-      const Tensor want = all_gpu.forward(gpu_session, one, engine::Model::Logits::Last);
-      const Tensor got = split.forward(split_session, one, engine::Model::Logits::Last);
-      EXPECT_LE(compare(got, want).err, 1e-3) << "step " << i << " (pass " << pass << ")";
-    }
-  }
-  const auto counted = split.device_weights().expert_cache()->counters();
-  std::cout << fmt::format("[ exl3 cache ] synthetic tiny, 128 wide: {} hits, {} misses, {} fills, {} evictions\n",
-                           counted.hit_routings, counted.miss_routings, counted.fills, counted.evictions);
-  EXPECT_GT(counted.hit_routings, 0u) << "no routing ran on a GPU copy: the cache was not exercised";
-  EXPECT_GT(counted.evictions, 0u) << "nothing was evicted: the churn was not exercised";
+  churn_cache_in_graphs(model, ids, "synthetic tiny, 128 wide, EXL3 3-bit experts");
 }
 
 // Split decode and verify steps replay captured graphs by default. Issued eagerly instead, every
