@@ -268,14 +268,10 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
     // keeps its bytes. (The tables are never read: any device address will do.)
     const auto any = reinterpret_cast<const void* const*>(d_x->get());
     const frank::cuda::ExpertTables fp4_shared{any, any, any, WeightType::F32, WeightType::Fp4};
-    CUDA_OK(cudaMemset(d_out.get(), 0, d_out.size() * sizeof(float)));
-    failures += bad_argument("moe_experts", "bad args: fp4 shared expert, D or I % 32 != 0",
-                             frank::cuda::moe_experts(d_x->get(), n_max, D, I, d_experts->get(), d_weights->get(), k, E,
-                                                      fp4_shared, limit, d_hidden.get(), d_out.get(), nullptr));
-    const std::vector<float> kept = download(d_out, d_out.size());
-    failures += report("moe_experts", "bad args: out written before the refusal",
-                       static_cast<double>(std::count_if(kept.begin(), kept.end(), [](float v) { return v != 0.0f; })),
-                       0);
+    failures += refused_before_writing("bad args: fp4 shared expert, D or I % 32 != 0", d_out, [&] {
+      return frank::cuda::moe_experts(d_x->get(), n_max, D, I, d_experts->get(), d_weights->get(), k, E, fp4_shared,
+                                      limit, d_hidden.get(), d_out.get(), nullptr);
+    });
   }
   return failures;
 }

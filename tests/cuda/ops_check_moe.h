@@ -3,6 +3,7 @@
 // copies, the rerun of an op for bit-identical output, random FP8 / FP4 weights.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -54,6 +55,18 @@ inline std::vector<int32_t> draw_experts(Rng& r, std::vector<int32_t> pool, int 
 
 inline int bad_argument(const char* op, const char* what, cudaError_t e) {
   return report(op, what, e == cudaErrorInvalidValue ? 0.0 : 1.0, 0.0);
+}
+
+// A call to moe_experts that must be refused before anything runs: cudaErrorInvalidValue, and
+// `out` (zeroed first) keeps its bytes.
+inline int refused_before_writing(const char* what, DeviceBuffer<float>& out, const std::function<cudaError_t()>& call) {
+  CUDA_OK(cudaMemset(out.get(), 0, out.size() * sizeof(float)));
+  int failures = bad_argument("moe_experts", what, call());
+  const std::vector<float> kept = download(out, out.size());
+  failures += report("moe_experts", "bad args: out written before the refusal",
+                     static_cast<double>(std::count_if(kept.begin(), kept.end(), [](float v) { return v != 0.0f; })),
+                     0);
+  return failures;
 }
 
 inline float round_bf16(float x) {
