@@ -7,24 +7,22 @@
 #include <cstring>
 
 #include "frank/core/linear_weight.h"
+#include "frank/core/packed_bytes.h"
 #include "frank/cpu/quant/exl3_matrix.h"
 #include "frank/cuda/exl3_gemv.h"
 
 namespace frank::cuda {
 
+// The words of m's trellis, and the bytes of q's whole buffer (the packed bytes plans count).
+inline int64_t exl3_trellis_words(const Exl3DeviceMatrix& m) { return m.padded_cols() * m.padded_rows() * m.bits / 16; }
+inline int64_t exl3_buffer_bytes(const QuantizedMatrix& q) { return exl3_bytes(q.rows, q.cols, q.bits); }
+
 // The matrix of `q`'s shape, bits and codebook whose buffer starts at `buffer` (device memory).
 inline Exl3DeviceMatrix exl3_device_matrix(const QuantizedMatrix& q, const uint16_t* buffer) {
   Exl3DeviceMatrix m{nullptr, nullptr, nullptr, q.rows, q.cols, q.bits, q.codebook};
-  const int64_t words = m.padded_cols() * m.padded_rows() * q.bits / 16;
+  const int64_t words = exl3_trellis_words(m);
   m.trellis = buffer, m.suh = buffer + words, m.svh = buffer + words + m.padded_cols();
   return m;
-}
-
-// The words of the trellis, and the bytes of the whole buffer.
-inline int64_t exl3_trellis_words(const Exl3DeviceMatrix& m) { return m.padded_cols() * m.padded_rows() * m.bits / 16; }
-inline int64_t exl3_buffer_bytes(const QuantizedMatrix& q) {
-  const Exl3DeviceMatrix m = exl3_device_matrix(q, nullptr);
-  return (exl3_trellis_words(m) + m.padded_cols() + m.padded_rows()) * 2;
 }
 
 // Writes q's buffer (exl3_buffer_bytes(q) bytes) to `out`. frank::Error when q's trellis or sign
