@@ -57,21 +57,23 @@ TEST(CliV41, WhatV41CannotDoGivesClearErrors) {
   EXPECT_EQ(no_hash_data.exit_code, 1);
   EXPECT_THAT(no_hash_data.err, HasSubstr("--engram-data"));
   // --backend cuda runs V4.1 on a GPU build (frank_cuda_tests); these need more than a backend.
-  const auto overlap = run_frank(fmt::format("generate {} --mhc-overlap true", v41_model_args(f)));
-  EXPECT_EQ(overlap.exit_code, 1);
-  EXPECT_THAT(overlap.err, HasSubstr("--mhc-overlap: needs --backend cuda"));
-  const auto kv = run_frank(fmt::format("generate {} --kv-dtype fp8", v41_model_args(f)));
-  EXPECT_EQ(kv.exit_code, 1);
-  EXPECT_THAT(kv.err, HasSubstr("--kv-dtype fp8"));
-  const auto split = run_frank(fmt::format("generate {} --gpu-memory-budget 1", v41_model_args(f)));
-  EXPECT_EQ(split.exit_code, 1);
-  EXPECT_THAT(split.err, HasSubstr("cannot be split between GPU and CPU yet"));
-  const auto draft = run_frank(fmt::format("generate {} --draft-tokens 2", v41_model_args(f)));
-  EXPECT_EQ(draft.exit_code, 1);
-  EXPECT_THAT(draft.err, HasSubstr("DSpark"));
-  const auto bad_id = run_frank(fmt::format("logits {} --ids 3,31 --out /dev/null", v41_model_args(f)));
-  EXPECT_EQ(bad_id.exit_code, 1);
-  EXPECT_THAT(bad_id.err, HasSubstr("outside the vocabulary"));
+  struct Refused {
+    const char* command;
+    const char* options;
+    const char* error;
+  };
+  const Refused refused[] = {
+      {"generate", "--mhc-overlap true", "--mhc-overlap: needs --backend cuda"},
+      {"generate", "--kv-dtype fp8", "--kv-dtype fp8"},
+      {"generate", "--gpu-memory-budget 1", "cannot be split between GPU and CPU yet"},
+      {"generate", "--draft-tokens 2", "DSpark"},
+      {"logits", "--ids 3,31 --out /dev/null", "outside the vocabulary"},
+  };
+  for (const Refused& r : refused) {
+    const auto run = run_frank(fmt::format("{} {} {}", r.command, v41_model_args(f), r.options));
+    EXPECT_EQ(run.exit_code, 1) << r.options;
+    EXPECT_THAT(run.err, HasSubstr(r.error)) << r.options;
+  }
 }
 
 }  // namespace
