@@ -1,6 +1,8 @@
 #pragma once
 // A drafter for speculative-decoding tests: proposes a known continuation, wrong where
 // `wrong(position)` says so (the next token id instead), so every acceptance pattern can be made.
+// It reads no streams; `host_streams` says whether it asks its target for them anyway (V4 targets
+// give them, so the decoder's streams path runs; the V4.1 target gives none).
 #include <functional>
 #include <span>
 #include <utility>
@@ -12,8 +14,10 @@ namespace frank::test {
 
 class ScriptedDrafter : public engine::Drafter {
  public:
-  ScriptedDrafter(std::vector<int32_t> reference, int vocab, std::function<bool(size_t)> wrong)
-      : reference_(std::move(reference)), vocab_(vocab), wrong_(std::move(wrong)) {}
+  ScriptedDrafter(std::vector<int32_t> reference, int vocab, std::function<bool(size_t)> wrong,
+                  bool host_streams = true)
+      : reference_(std::move(reference)), vocab_(vocab), wrong_(std::move(wrong)), host_streams_(host_streams) {}
+  bool reads_host_streams() const override { return host_streams_; }
   std::vector<engine::Draft> propose(std::span<const int32_t> tokens, int k) override {
     std::vector<engine::Draft> out;
     for (size_t at = tokens.size(); at < tokens.size() + static_cast<size_t>(k) && at < reference_.size(); ++at)
@@ -25,6 +29,7 @@ class ScriptedDrafter : public engine::Drafter {
   std::vector<int32_t> reference_;
   int vocab_;
   std::function<bool(size_t)> wrong_;
+  bool host_streams_;
 };
 
 // The drafters every greedy test runs: all right, all wrong, and a mix.

@@ -118,7 +118,7 @@ class CpuOps {
   // Pools the chunk (positions start ..) into the latents [groups, head_dim] of the groups it closes,
   // groups start/ratio .. (start+n)/ratio - 1: with a gate, `ratio` consecutive tokens per group,
   // per channel softmax(gate) · kv in fp32, the open group's rows carried in `source`; without one
-  // (ratio 1), each kv row as it is.
+  // (ratio 1), each kv row as it is. With a gate, the chunk's raw rows become source.last_call.
   Tensor pool_groups(V41Source& source, const Tensor& kv, const Tensor* gate, int ratio, int64_t start) const;
   // Appends the closed groups' entries [groups, head_dim] and (a key owner) indexer keys.
   void publish(V41Source& source, const Tensor& entries, const Tensor* index_keys) const;

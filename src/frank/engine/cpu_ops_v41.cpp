@@ -45,14 +45,12 @@ void CpuOps::engram_add(Tensor& streams, const model::V41EngramWeights& w, const
 Tensor CpuOps::pool_groups(V41Source& s, const Tensor& kv, const Tensor* gate, int ratio, int64_t start) const {
   const int64_t hd = kv.cols();
   if (gate == nullptr) return kv;
+  s.last_call = {kv.data, gate->data, start, kv.rows()};
   Tensor latents({(start + kv.rows()) / ratio - start / ratio, hd});
   int64_t closed = 0;
   std::vector<float> e(ratio);
   for (int64_t t = 0; t < kv.rows(); ++t) {
-    if (s.pending == 0) s.pending_position = start + t;
-    s.pending_kv.insert(s.pending_kv.end(), kv.row(t), kv.row(t) + hd);
-    s.pending_gate.insert(s.pending_gate.end(), gate->row(t), gate->row(t) + hd);
-    if (++s.pending < ratio) continue;
+    if (!s.add_to_group(kv.row(t), gate->row(t), hd, start + t, ratio)) continue;
     // Per channel, transformers' order: the softmax over the group's gates, then the weighted sum.
     float* latent = latents.row(closed++);
     for (int64_t d = 0; d < hd; ++d) {
@@ -64,9 +62,7 @@ Tensor CpuOps::pool_groups(V41Source& s, const Tensor& kv, const Tensor* gate, i
       for (int j = 0; j < ratio; ++j) acc += s.pending_kv[j * hd + d] * (e[j] / sum);
       latent[d] = acc;
     }
-    s.pending = 0;
-    s.pending_kv.clear();
-    s.pending_gate.clear();
+    s.close_group();
   }
   return latents;
 }

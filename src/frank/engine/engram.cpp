@@ -10,21 +10,40 @@
 
 namespace frank::engine {
 
-EngramHistory engram_fresh_history(const model::EngramLayout& layout) {
-  return {std::vector<int32_t>(layout.max_ngram_size - 1, kEngramDead)};
-}
+namespace {
 
-std::vector<int64_t> engram_hash_ids(const model::EngramLayout& layout, std::span<const int32_t> ids,
-                                     EngramHistory& history) {
-  const int n = layout.max_ngram_size, context = n - 1, heads = layout.n_heads;
-  const size_t layers = layout.modulus.size();
-  // [history | this call's classes]: look-back s of token t is classes[context + t - s].
+// [history | the classes of ids]: look-back s of the call's token t is classes[context + t - s].
+std::vector<int32_t> lookback_classes(const model::EngramLayout& layout, std::span<const int32_t> ids,
+                                      const EngramHistory& history) {
   std::vector<int32_t> classes = history.classes;
   for (int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= layout.token_map.size())
       throw Error(fmt::format("Engram: token id {} is outside the token map ({} ids)", id, layout.token_map.size()));
     classes.push_back(layout.token_map[id]);
   }
+  return classes;
+}
+
+// The history after the tokens of `classes` (lookback_classes): their last `context` classes.
+void keep_lookback(const std::vector<int32_t>& classes, int context, EngramHistory& history) {
+  history.classes.assign(classes.end() - context, classes.end());
+}
+
+}  // namespace
+
+EngramHistory engram_fresh_history(const model::EngramLayout& layout) {
+  return {std::vector<int32_t>(layout.max_ngram_size - 1, kEngramDead)};
+}
+
+void engram_advance(const model::EngramLayout& layout, std::span<const int32_t> ids, EngramHistory& history) {
+  keep_lookback(lookback_classes(layout, ids, history), layout.max_ngram_size - 1, history);
+}
+
+std::vector<int64_t> engram_hash_ids(const model::EngramLayout& layout, std::span<const int32_t> ids,
+                                     EngramHistory& history) {
+  const int n = layout.max_ngram_size, context = n - 1, heads = layout.n_heads;
+  const size_t layers = layout.modulus.size();
+  const std::vector<int32_t> classes = lookback_classes(layout, ids, history);
 
   std::vector<int64_t> out;
   out.reserve(ids.size() * layers * layout.columns);
@@ -48,7 +67,7 @@ std::vector<int64_t> engram_hash_ids(const model::EngramLayout& layout, std::spa
       }
     }
   }
-  history.classes.assign(classes.end() - context, classes.end());
+  keep_lookback(classes, context, history);
   return out;
 }
 

@@ -18,6 +18,8 @@ struct EngramHistory {
   std::vector<int32_t> classes;
 };
 EngramHistory engram_fresh_history(const model::EngramLayout& layout);
+// `history` moved on past `ids`, as engram_hash_ids leaves it, without hashing them.
+void engram_advance(const model::EngramLayout& layout, std::span<const int32_t> ids, EngramHistory& history);
 
 // Row ids [T, engram layers, columns] (row-major) of the n-grams ending at each of the T tokens `ids`,
 // which follow `history`; `history` then covers them. Each id is taken to its class through the token

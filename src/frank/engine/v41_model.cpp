@@ -25,6 +25,11 @@ Tensor V41Model::forward(V41Session& session, std::span<const int32_t> ids, Mode
   const std::vector<int32_t> tokens(ids.begin(), ids.end());
   Tensor out = v41_model_forward(ops, config_, weights_, engram_, ropes_, session, tokens, session.position,
                                  logits == Model::Logits::Last ? n - 1 : 0);
+  // v41_rewind cannot undo a call longer than the window (its rows overwrote each other in the
+  // rings), so the raw projections it would replay are not kept for one.
+  if (n > config_.sliding_window)
+    for (auto& source : session.sources)
+      if (source) source->last_call = {};
   session.position += n;
   return out;
 }

@@ -13,6 +13,16 @@
 
 namespace frank::engine {
 
+// The raw projections (kv, gate: [tokens, head_dim] each, row-major) a gated (ratio-2) KV source
+// took in during the last forward call, one row per token from position `start`: v41_rewind rebuilds
+// the open group of any prefix of that call from them. A record of the call, not of the sequence (a
+// session fed the same tokens in other calls holds another one); none is kept for a call longer
+// than the window, which cannot be rewound.
+struct V41CallRecord {
+  std::vector<float> kv, gate;
+  int64_t start = 0, tokens = 0;
+};
+
 // What a KV source (a layer that owns a compressor) carries between calls.
 struct V41SourceState {
   // Ratio 2: the raw fp32 projections (kv, gate) of the open group's tokens and the group's first
@@ -24,6 +34,12 @@ struct V41SourceState {
   // FP4-rounded, head_dim) and its indexer key (post-RoPE, FP4-rounded, index_head_dim).
   std::vector<float> entries, index_keys;
   int64_t n_entries = 0;
+  V41CallRecord last_call;  // ratio 2 only
+
+  // Takes the raw rows (`width` values each) of the token at `position` into the open group; true
+  // when the group then holds `ratio` rows, for the caller to pool and empty it (close_group).
+  bool add_to_group(const float* kv, const float* gate, int64_t width, int64_t position, int ratio);
+  void close_group();
 };
 
 struct V41Session {

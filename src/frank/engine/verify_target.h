@@ -2,7 +2,8 @@
 // VerifyTarget: the main model and one session on some backend, as speculative decoding sees it
 // (SpeculativeDecoder): plain calls, verify calls that return every position's logits and the
 // residual streams the drafter reads, and a rewind to a prefix of the last verify call. The CPU
-// reference is CpuVerifyTarget; the CUDA backend has CudaVerifyTarget (frank/cuda).
+// reference is CpuVerifyTarget (V4.1: CpuV41VerifyTarget, v41_verify_target.h); the CUDA backend has
+// CudaVerifyTarget (frank/cuda).
 #include <cstdint>
 #include <span>
 
@@ -15,7 +16,8 @@ namespace frank::engine {
 class VerifyTarget {
  public:
   virtual ~VerifyTarget() = default;
-  virtual const model::ModelConfig& config() const = 0;
+  // What both families share (a target narrows it to its model's config).
+  virtual const model::CommonConfig& config() const = 0;
   virtual int64_t position() const = 0;
   // The most tokens one verify call takes (the drafts plus one).
   virtual int max_verify_tokens() const = 0;
