@@ -172,49 +172,54 @@ def randn(g, *shape):
 
 
 @torch.no_grad()
+def randomise(name: str, t: torch.Tensor, g: torch.Generator):
+    """One tensor's re-randomisation rule, chosen by its transformers name (used in sorted-name order)."""
+    shape = tuple(t.shape)
+    if name.endswith("weight_scale_inv"):
+        t.data.fill_(1.0)        # notes W3: HF ignores it for a float table; the loader must too
+    elif name.endswith(("e_score_correction_bias", "e_score_correction_bias_vl")):
+        t.data.copy_(0.3 * randn(g, *shape))
+    elif name.endswith("self_attn.sinks"):
+        t.data.copy_(randn(g, *shape))
+    elif name.endswith(("attn_hc.fn", "ffn_hc.fn")):
+        t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 1.5)
+    elif name.endswith(("attn_hc.base", "ffn_hc.base")):
+        t.data.copy_(0.5 * randn(g, *shape))
+    elif name.endswith(("attn_hc.scale", "ffn_hc.scale")):
+        t.data.copy_(0.5 + torch.rand(*shape, generator=g))
+    elif name.endswith(("engram.q_weight", "engram.k_weight")):
+        t.data.copy_(1.0 + 0.3 * randn(g, *shape))
+    elif re.search(r"engram_tables\.\d+\.weight$", name):
+        t.data.copy_(randn(g, *shape))
+    elif "norm" in name and name.endswith(".weight") and t.dim() == 1:
+        t.data.copy_(1.0 + 0.1 * randn(g, *shape))
+    elif name == "model.embed_tokens.weight":
+        t.data.copy_(randn(g, *shape))
+    elif name == "lm_head.weight":
+        t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 2.5)
+    elif name.endswith("mlp.experts.gate_up_proj"):             # [E, 2I, D]; gain 6 -> clamps fire
+        t.data.copy_(randn(g, *shape) * shape[2] ** -0.5 * 6.0)
+    elif name.endswith("mlp.experts.down_proj"):                # [E, D, I]
+        t.data.copy_(randn(g, *shape) * shape[2] ** -0.5 * 0.08)
+    elif name.endswith(("shared_experts.gate_proj.weight", "shared_experts.up_proj.weight")):
+        t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 6.0)
+    elif name.endswith("shared_experts.down_proj.weight"):
+        t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 0.08)
+    elif name.endswith("compressor.gate_proj.weight"):          # non-uniform pooling softmax
+        t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 1.5)
+    elif name.endswith(".weight") and t.dim() == 2:             # every other linear, incl. o_a_proj
+        t.data.copy_(randn(g, *shape) * shape[1] ** -0.5)
+    else:
+        raise RuntimeError(f"init_weights: no rule for {name} {shape} {t.dtype}")
+
+
+@torch.no_grad()
 def init_weights(model, seed: int):
     """Overwrite every parameter and persistent buffer by sorted name (notes §4 'Init values')."""
     g = torch.Generator().manual_seed(seed)
     sd = model.state_dict(keep_vars=True)
     for name in sorted(sd):
-        t = sd[name]
-        shape = tuple(t.shape)
-        if name.endswith("weight_scale_inv"):
-            t.data.fill_(1.0)        # notes W3: HF ignores it for a float table; the loader must too
-        elif name.endswith(("e_score_correction_bias", "e_score_correction_bias_vl")):
-            t.data.copy_(0.3 * randn(g, *shape))
-        elif name.endswith("self_attn.sinks"):
-            t.data.copy_(randn(g, *shape))
-        elif name.endswith(("attn_hc.fn", "ffn_hc.fn")):
-            t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 1.5)
-        elif name.endswith(("attn_hc.base", "ffn_hc.base")):
-            t.data.copy_(0.5 * randn(g, *shape))
-        elif name.endswith(("attn_hc.scale", "ffn_hc.scale")):
-            t.data.copy_(0.5 + torch.rand(*shape, generator=g))
-        elif name.endswith(("engram.q_weight", "engram.k_weight")):
-            t.data.copy_(1.0 + 0.3 * randn(g, *shape))
-        elif re.search(r"engram_tables\.\d+\.weight$", name):
-            t.data.copy_(randn(g, *shape))
-        elif "norm" in name and name.endswith(".weight") and t.dim() == 1:
-            t.data.copy_(1.0 + 0.1 * randn(g, *shape))
-        elif name == "model.embed_tokens.weight":
-            t.data.copy_(randn(g, *shape))
-        elif name == "lm_head.weight":
-            t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 2.5)
-        elif name.endswith("mlp.experts.gate_up_proj"):             # [E, 2I, D]; gain 6 -> clamps fire
-            t.data.copy_(randn(g, *shape) * shape[2] ** -0.5 * 6.0)
-        elif name.endswith("mlp.experts.down_proj"):                # [E, D, I]
-            t.data.copy_(randn(g, *shape) * shape[2] ** -0.5 * 0.08)
-        elif name.endswith(("shared_experts.gate_proj.weight", "shared_experts.up_proj.weight")):
-            t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 6.0)
-        elif name.endswith("shared_experts.down_proj.weight"):
-            t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 0.08)
-        elif name.endswith("compressor.gate_proj.weight"):          # non-uniform pooling softmax
-            t.data.copy_(randn(g, *shape) * shape[1] ** -0.5 * 1.5)
-        elif name.endswith(".weight") and t.dim() == 2:             # every other linear, incl. o_a_proj
-            t.data.copy_(randn(g, *shape) * shape[1] ** -0.5)
-        else:
-            raise RuntimeError(f"init_weights: no rule for {name} {shape} {t.dtype}")
+        randomise(name, sd[name], g)
 
     cfg = model.config
     layers = model.model.layers
