@@ -1,8 +1,8 @@
 #pragma once
-// engine::sinkhorn on one N x N matrix held whole in a thread's registers (N a template argument,
-// so every index is a constant). One warp of hc_pre's finishing block runs it for one token, every
-// lane the same work: the 2 * iters - 1 normalisations are a chain of dependent steps, and keeping
-// the matrix in registers makes each step a few adds and multiplies with no shuffle latency.
+// engine::sinkhorn on one N x N matrix (N a template argument, so every index is a constant), run by
+// one warp of hc_pre's finishing block for one token, in two forms: sinkhorn<N> holds the matrix
+// whole in every lane's registers (each of the 2 * iters - 1 dependent normalisations is a few adds
+// and multiplies, no shuffle latency); sinkhorn_lanes<N> holds one element a lane (N * N <= 32).
 #include <cmath>
 
 namespace frank::cuda {
@@ -64,6 +64,42 @@ __device__ __forceinline__ void sinkhorn(float (&c)[N * N], int iters, float eps
     normalise<N, true>(c, eps);
     normalise<N, false>(c, eps);
   }
+}
+
+// sinkhorn<N> spread over a warp, lane e holding element e (N * N <= 32; lanes past N * N hold a
+// copy of element 0, which no lane reads). Every line sum gathers the line's N elements by
+// shuffles and adds them in the reference's order, so each element gets the same bits as in
+// sinkhorn<N>. A normalisation's chain is a little longer (shuffle latency), but the code is one
+// element's, and the finishing block runs it once per launch on whichever multiprocessor arrives
+// last. At the real shape (N = 4, H200, clock64 in that block) the mix around sinkhorn<4> was 864
+// instructions and took 5.2-6.3 us, against ~1 us of arithmetic; with sinkhorn_lanes<4> it takes
+// 2.8-4.2 us and the decode step is 3-5 us shorter (bench/results/decode-h200-2026-11-30-s9/).
+template <int N>
+__device__ __forceinline__ float line_sum(float c, int first, int stride) {
+  float s = 0.0f;
+#pragma unroll
+  for (int q = 0; q < N; ++q) s += __shfl_sync(0xffffffffu, c, first + q * stride);
+  return s;
+}
+
+template <int N>
+__device__ __forceinline__ float sinkhorn_lanes(float c, int iters, float eps) {
+  static_assert(N * N <= 32, "one element a lane");
+  const int lane = threadIdx.x & 31, e = lane < N * N ? lane : 0, row = e / N * N, col = e % N;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int q = 0; q < N; ++q) mx = fmaxf(mx, __shfl_sync(0xffffffffu, c, row + q));
+  c = expf(c - mx);
+  double sum = 0.0;
+#pragma unroll
+  for (int q = 0; q < N; ++q) sum += __shfl_sync(0xffffffffu, c, row + q);
+  c = static_cast<float>(c * (1.0 / sum)) + eps;
+  c *= fast_reciprocal(line_sum<N>(c, col, N) + eps);
+  for (int it = 1; it < iters; ++it) {
+    c *= fast_reciprocal(line_sum<N>(c, row, 1) + eps);
+    c *= fast_reciprocal(line_sum<N>(c, col, N) + eps);
+  }
+  return c;
 }
 
 }  // namespace frank::cuda

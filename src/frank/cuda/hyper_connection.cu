@@ -13,7 +13,7 @@
 //      arrival counter.
 //   2. The group's last block to arrive (it alone sees the count complete) sums each row's partials
 //      in a fixed order, so a result does not depend on which block came last. Then warps
-//      0..kTokens-1 each make one token's mix (sigmoids, Sinkhorn in registers: hc_sinkhorn.cuh)
+//      0..kTokens-1 each make one token's mix (sigmoids a lane each, Sinkhorn: hc_sinkhorn.cuh)
 //      while the other warps collapse the streams with pre and RMS-normalise the collapsed rows,
 //      token after token (hc_map: the mix only; hc_head: the collapse only).
 // One kernel instead of a partial and a finishing kernel saves a launch and a grid-completion wait
@@ -184,27 +184,32 @@ __device__ float pre_weight(float m, float inv, float scale, float base, float h
 }
 
 // One mixing warp: mix = [pre | post | Sinkhorn(comb)] of one token from its logits m (times
-// inv); every lane computes it all, lane e % 32 writes element e. Not inlined: the kernel runs one
-// N, and keeping the other seven out of its instruction stream keeps the finishing block's code
-// compact (inlined, the eight made the kernel 4x larger and each site ~5 us slower on an H200).
+// inv). Lane i < 2N writes pre or post i (one copy of each one's code); comb is one element a
+// lane where it fits (sinkhorn_lanes), else held whole by every lane (sinkhorn). Not inlined: the
+// kernel runs one N, and keeping the other seven out of its instruction stream keeps the
+// finishing block's code compact (inlined, the eight made the kernel 4x larger and each site ~5 us
+// slower on an H200).
 template <int N>
 __device__ __noinline__ void write_mix(const float* m, float inv, const float* base, const float* scale, int iters,
                                        float hc_eps, float* mix) {
   const int lane = threadIdx.x & 31;
+  if (lane < N)
+    mix[lane] = pre_weight(m[lane], inv, scale[0], base[lane], hc_eps);
+  else if (lane < 2 * N)
+    mix[lane] = 2.0f * sigmoid(m[lane] * inv * scale[1] + base[lane]);
+  if constexpr (N * N <= 32) {
+    const int e = lane < N * N ? lane : 0;
+    const float c = sinkhorn_lanes<N>(m[2 * N + e] * inv * scale[2] + base[2 * N + e], iters, hc_eps);
+    if (lane < N * N) mix[2 * N + lane] = c;
+  } else {
+    float c[N * N];
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const float pre = pre_weight(m[i], inv, scale[0], base[i], hc_eps);
-    const float post = 2.0f * sigmoid(m[N + i] * inv * scale[1] + base[N + i]);
-    if (i % 32 == lane) mix[i] = pre;
-    if ((N + i) % 32 == lane) mix[N + i] = post;
+    for (int e = 0; e < N * N; ++e) c[e] = m[2 * N + e] * inv * scale[2] + base[2 * N + e];
+    sinkhorn<N>(c, iters, hc_eps);
+#pragma unroll
+    for (int e = 0; e < N * N; ++e)
+      if ((2 * N + e) % 32 == lane) mix[2 * N + e] = c[e];
   }
-  float c[N * N];
-#pragma unroll
-  for (int e = 0; e < N * N; ++e) c[e] = m[2 * N + e] * inv * scale[2] + base[2 * N + e];
-  sinkhorn<N>(c, iters, hc_eps);
-#pragma unroll
-  for (int e = 0; e < N * N; ++e)
-    if ((2 * N + e) % 32 == lane) mix[2 * N + e] = c[e];
 }
 
 __device__ void write_mix(const Site& a, const float* m, float inv, const float* base, const float* scale, float* mix) {
