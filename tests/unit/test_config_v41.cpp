@@ -133,7 +133,16 @@ TEST(ConfigV41, ReleaseDefaults) {
   EXPECT_EQ(c.kv_source_of(13), 8);
   EXPECT_EQ(c.kv_source_of(39), 20);
   EXPECT_EQ(c.engram.pad_token_id, 2);
-  EXPECT_THAT(c.notes, ElementsAre(HasSubstr("DSpark")));
+  EXPECT_TRUE(c.notes.empty());
+  // Three DSpark stages with the release's settings (dsv41-model.md §8).
+  ASSERT_TRUE(c.dspark.has_value());
+  EXPECT_EQ(c.dspark->n_stages, 3);
+  EXPECT_EQ(c.dspark->block_size, 5);
+  EXPECT_EQ(c.dspark->noise_token_id, 128799);
+  EXPECT_EQ(c.dspark->markov_rank, 256);
+  EXPECT_THAT(c.dspark->target_layers, ElementsAre(37, 38, 39));
+  EXPECT_EQ(c.dspark_stage().n_routed_experts, 128);
+  EXPECT_EQ(c.dspark_stage().experts_per_token, 3);
 
   // The release lists 40 + 3 DSpark ratios and spells the schedule out.
   std::vector<int> ratios{0, 0};
@@ -170,6 +179,37 @@ TEST(ConfigV41, FlatTextConfig) {
   hf_pad.erase("engram_pad_token_id");
   hf_pad["engram_pad_id"] = 29;  // transformers' spelling
   EXPECT_EQ(parse_v41_config(hf_pad).engram.pad_token_id, 29);
+}
+
+TEST(ConfigV41, DSparkFixture) {
+  const auto c = parse_v41_config(read_config_json(kFixtures.parent_path() / "dsv41-dspark" / "tiny-v41-dspark"));
+  EXPECT_EQ(c.num_layers, 6);
+  EXPECT_EQ(c.compress_ratio.size(), 6u);  // the 3 trailing DSpark ratios are dropped
+  ASSERT_TRUE(c.dspark.has_value());
+  const DSparkConfig& d = *c.dspark;
+  EXPECT_EQ(d.n_stages, 3);
+  EXPECT_EQ(d.block_size, 5);
+  EXPECT_EQ(d.noise_token_id, 0);
+  EXPECT_EQ(d.markov_rank, 8);
+  EXPECT_THAT(d.target_layers, ElementsAre(3, 4, 5));
+  const V41Config stage = c.dspark_stage();
+  EXPECT_EQ(stage.n_routed_experts, 4);
+  EXPECT_EQ(stage.experts_per_token, 2);
+  EXPECT_EQ(c.experts_per_token, 3);  // the main model keeps its own
+  EXPECT_FALSE(parse_v41_config(fixture_config("tiny-v41")).dspark.has_value());
+}
+
+TEST(ConfigV41, MalformedDSparkKeysAreNamed) {
+  auto with_dspark = [](const char* key, const json& value) {
+    json j = read_config_json(kFixtures.parent_path() / "dsv41-dspark" / "tiny-v41-dspark");
+    j["text_config"][key] = value;
+    return j;
+  };
+  expect_error(with_dspark("dspark_target_layer_ids", {4, 6}), "dspark_target_layer_ids [4, 6]");
+  expect_error(with_dspark("dspark_target_layer_ids", json::array()), "must not be empty");
+  expect_error(with_dspark("dspark_noise_token_id", 31), "dspark_noise_token_id 31 is outside the vocabulary");
+  expect_error(with_dspark("dspark_block_size", 0), "'dspark_block_size' must be positive");
+  expect_error(with_dspark("dspark_num_experts_per_tok", 200), "exceeds dspark_n_routed_experts");
 }
 
 TEST(ConfigV41, MalformedConfigsAreNamed) {

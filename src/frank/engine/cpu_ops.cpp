@@ -35,17 +35,33 @@ CpuOps::Mix CpuOps::hc_map(const model::HyperConnectionWeights& hc, const Tensor
   return mixes;
 }
 
-Tensor CpuOps::hc_collapse(const Tensor& streams, const Mix* mix, const Tensor& norm, int64_t first,
-                           const model::CommonConfig& c) const {
+Tensor CpuOps::hc_sum(const Tensor& streams, const Mix* mix, int64_t first, const model::CommonConfig& c) const {
   const int D = c.hidden_size;
   // Stream 0 as a collapse with weights (1, 0, ..): 1 * x + 0 * y is x exactly for finite streams.
   std::vector<float> stream_0(c.hc_mult, 0.0f);
   stream_0[0] = 1.0f;
   Tensor out({streams.rows() - first, int64_t{D}});
-  for (int64_t t = first; t < streams.rows(); ++t) {
+  for (int64_t t = first; t < streams.rows(); ++t)
     collapse_streams(streams.row(t), mix != nullptr ? (*mix)[t].pre : stream_0, D, out.row(t - first));
-    cpu::rms_norm(out.row(t - first), D, norm.data.data(), c.rms_norm_eps);
-  }
+  return out;
+}
+
+Tensor CpuOps::hc_collapse(const Tensor& streams, const Mix* mix, const Tensor& norm, int64_t first,
+                           const model::CommonConfig& c) const {
+  Tensor out = hc_sum(streams, mix, first, c);
+  rms_norm(out, c.hidden_size, &norm, c.rms_norm_eps);
+  return out;
+}
+
+Tensor CpuOps::stream_mean(const Tensor& streams, const model::CommonConfig& c) const {
+  const int64_t D = c.hidden_size, N = c.hc_mult;
+  Tensor out({streams.rows(), D});
+  for (int64_t t = 0; t < streams.rows(); ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      float sum = 0.0f;  // in stream order, then one division, as torch's mean over the stream axis
+      for (int64_t j = 0; j < N; ++j) sum += streams.row(t)[j * D + d];
+      out.row(t)[d] = sum / static_cast<float>(N);
+    }
   return out;
 }
 
@@ -137,29 +153,39 @@ CpuOps::Selection CpuOps::index_select(const Tensor& q, const Tensor& w, const C
 
 namespace {
 
-// Per token t at pos = start + t: its window rows (pos-W, pos], oldest first (earlier ones from the
-// ring, the chunk's own from kv), then the entry rows `entries(t, pos, keys)` appends; every head
-// attends to them with its sink, and the K=V rows' RoPE is undone on its output at pos.
-// [n, heads * head_dim], heads = q.cols() / head_dim.
-template <class Entries>
-Tensor attend_rows(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
-                   const Tensor& sinks, const RopeTable& rope, Entries&& entries) {
-  const int64_t hd = kv.cols(), H = q.cols() / hd;
+// Per token t at pos = start + t: the key rows `keys(t, pos, keys)` gives; every head attends to
+// them with its sink, and the K=V rows' RoPE is undone on its output at pos. [n, heads * head_dim],
+// heads = q.cols() / head_dim.
+template <class Keys>
+Tensor attend_keys(const Tensor& q, int64_t hd, int64_t start, const Tensor& sinks, const RopeTable& rope,
+                   Keys&& gather) {
+  const int64_t H = q.cols() / hd;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   Tensor heads({q.rows(), H * hd});
   std::vector<const float*> keys;
   for (int64_t t = 0; t < q.rows(); ++t) {
     const int64_t pos = start + t;
     keys.clear();
-    for (int64_t p = std::max<int64_t>(0, pos - window + 1); p <= pos; ++p)
-      keys.push_back(p < start ? ring.data() + (p % window) * hd : kv.row(p - start));
-    entries(t, pos, keys);
+    gather(t, pos, keys);
     for (int64_t h = 0; h < H; ++h) {
       attend_with_sink(q.row(t) + h * hd, keys, sinks.data[h], static_cast<int>(hd), scale, heads.row(t) + h * hd);
       rope.apply(heads.row(t) + h * hd, static_cast<int>(hd), pos, /*inverse=*/true);
     }
   }
   return heads;
+}
+
+// attend_keys over each token's window rows (pos-W, pos], oldest first (earlier ones from the ring,
+// the chunk's own from kv), then the entry rows `entries(t, pos, keys)` appends.
+template <class Entries>
+Tensor attend_rows(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
+                   const Tensor& sinks, const RopeTable& rope, Entries&& entries) {
+  const int64_t hd = kv.cols();
+  return attend_keys(q, hd, start, sinks, rope, [&](int64_t t, int64_t pos, std::vector<const float*>& keys) {
+    for (int64_t p = std::max<int64_t>(0, pos - window + 1); p <= pos; ++p)
+      keys.push_back(p < start ? ring.data() + (p % window) * hd : kv.row(p - start));
+    entries(t, pos, keys);
+  });
 }
 
 }  // namespace
@@ -186,6 +212,15 @@ Tensor CpuOps::attend_v41(const Tensor& q, const Tensor& kv, const std::vector<f
   return attend_rows(q, kv, ring, start, window, sinks, rope, [&](int64_t t, int64_t, std::vector<const float*>& keys) {
     if (entries == nullptr || selected == nullptr) return;
     for (int64_t e : (*selected)[t]) keys.push_back(entries->entries.data() + e * hd);
+  });
+}
+
+Tensor CpuOps::attend_block(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start,
+                            int window, const Tensor& sinks, const RopeTable& rope) const {
+  const int64_t hd = kv.cols();
+  return attend_keys(q, hd, start, sinks, rope, [&](int64_t, int64_t, std::vector<const float*>& keys) {
+    for (int64_t p = std::max<int64_t>(0, start - window); p < start; ++p) keys.push_back(ring.data() + (p % window) * hd);
+    for (int64_t r = 0; r < kv.rows(); ++r) keys.push_back(kv.row(r));
   });
 }
 

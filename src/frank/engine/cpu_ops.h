@@ -13,6 +13,7 @@
 #include "frank/engine/hyper_connection.h"
 #include "frank/engine/routing_replay.h"
 #include "frank/engine/session.h"
+#include "frank/engine/dspark_state.h"
 #include "frank/engine/fake_quant.h"
 #include "frank/engine/topk_row_dump.h"
 #include "frank/engine/v41_session.h"
@@ -44,6 +45,7 @@ class CpuOps {
   using V41Source = V41SourceState;
   using EngramRows = std::vector<int64_t>;               // [n, Engram layers, columns]
   using Candidates = std::vector<std::vector<uint8_t>>;  // per token: per entry
+  using DSparkState = engine::DSparkState;               // the drafter's context rings (dspark_forward.h)
 
   // streams [n, N*D]: every stream of token t is the embedding of ids[t].
   Tensor embed(const Tensor& table, const Ids& ids, int N) const;
@@ -56,6 +58,10 @@ class CpuOps {
   Mix hc_map(const model::HyperConnectionWeights& hc, const Tensor& streams, const model::CommonConfig& c) const;
   Tensor hc_collapse(const Tensor& streams, const Mix* mix, const Tensor& norm, int64_t first,
                      const model::CommonConfig& c) const;
+  // hc_collapse without the norm: sum_j pre_j X_j of rows [first, n) (DSpark's h, dsv41-model.md §8).
+  Tensor hc_sum(const Tensor& streams, const Mix* mix, int64_t first, const model::CommonConfig& c) const;
+  // The mean over the hc_mult streams of every row: [n, D] (DSpark's target features).
+  Tensor stream_mean(const Tensor& streams, const model::CommonConfig& c) const;
   // Hyper-head and final norm of rows [first, n): [n - first, D].
   Tensor hyper_head(const model::HyperConnectionWeights& hc, const Tensor& norm, const Tensor& streams, int64_t first,
                     const model::ModelConfig& c) const;
@@ -136,6 +142,11 @@ class CpuOps {
   Tensor attend_v41(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
                     const Tensor& sinks, const RopeTable& rope, const V41Source* entries,
                     const Selection* selected) const;
+  // DSpark's block attention (dsv41-model.md §8): every row of the block at positions start ..
+  // attends the ring's rows of positions [start - window, start) (those >= 0) and all of the block's
+  // own rows kv (bidirectional); sink, scale and inverse RoPE as attend_v41.
+  Tensor attend_block(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
+                      const Tensor& sinks, const RopeTable& rope) const;
   // window_store on a V4.1 layer's ring.
   void window_store(std::vector<float>& ring, const Tensor& kv, int64_t start, int window) const;
 

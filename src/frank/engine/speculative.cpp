@@ -126,7 +126,10 @@ std::vector<EmittedToken> SpeculativeDecoder::step(std::vector<int32_t>& tokens,
 void SpeculativeDecoder::rewind_last_step(int keep) {
   if (keep < 1 || keep > last_step_kept_ || target_.position() != last_step_start_ + last_step_kept_)
     throw Error(fmt::format("speculative decoding: cannot keep {} tokens of the last step", keep));
-  if (keep < last_step_kept_) target_.rewind(keep);
+  if (keep < last_step_kept_) {
+    target_.rewind(keep);
+    drafter_.rewind_to(last_step_start_ + keep);
+  }
   last_step_kept_ = keep;
 }
 

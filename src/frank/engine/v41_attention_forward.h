@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "frank/engine/fake_quant.h"
 #include "frank/engine/rope.h"
@@ -39,6 +40,39 @@ struct V41Shared {
   std::optional<typename Ops::Selection> selection;
   std::optional<typename Ops::Candidates> candidates;
 };
+
+// Queries of the tokens at positions start ..: q_a -> weighted RMSNorm (the q residual, also the
+// indexer's input) -> q_b -> RoPE (no per-head norm in V4.1). Returns {q, q residual}.
+template <class Ops>
+std::pair<typename Ops::Array, typename Ops::Array> v41_queries(Ops& ops, const model::V41Config& c,
+                                                                const model::AttentionCoreWeights& w,
+                                                                const RopeTable& rope, const typename Ops::Array& x,
+                                                                int64_t start) {
+  typename Ops::Array q_residual = ops.linear(x, w.q_a_proj);
+  ops.rms_norm(q_residual, c.q_lora_rank, &w.q_a_norm, c.rms_norm_eps);
+  typename Ops::Array q = ops.linear(q_residual, w.q_b_proj);
+  ops.rope(q, c.num_heads, c.head_dim, start, rope, /*inverse=*/false);
+  return {std::move(q), std::move(q_residual)};
+}
+
+// The single K=V row of each of x's rows (positions start ..): weighted RMSNorm, RoPE, then FP8 over
+// all of it (RoPE dims included), before the token attends to itself.
+template <class Ops>
+typename Ops::Array v41_window_kv(Ops& ops, const model::V41Config& c, const model::AttentionCoreWeights& w,
+                                  const RopeTable& rope, const typename Ops::Array& x, int64_t start) {
+  typename Ops::Array kv = ops.linear(x, w.kv_proj);
+  ops.norm_rope(kv, 1, c.head_dim, &w.kv_norm, c.rms_norm_eps, start, rope);
+  ops.fake_quant(kv, c.head_dim, FakeQuant::Fp8Ue8m0, kWindowQuantBlock);
+  return kv;
+}
+
+// The grouped output projection of the attention heads [n, heads * head_dim]: wo_a per group, wo_b.
+template <class Ops>
+typename Ops::Array v41_output(Ops& ops, const model::V41Config& c, const model::AttentionCoreWeights& w,
+                               const typename Ops::Array& heads) {
+  const typename Ops::Array low = ops.grouped_linear(heads, w.o_a_proj, c.o_groups);
+  return ops.linear(low, w.o_b_proj);
+}
 
 // A KV source's part: pools the chunk into the latents of the groups it closes (kv_norm'ed, before
 // RoPE), then publishes for each group, at the group's first position g * ratio, its entry
@@ -105,23 +139,12 @@ typename Ops::Array v41_attention_forward(Ops& ops, const model::V41Config& c, c
                                           int layer, const V41Ropes& ropes, const typename Ops::Array& x,
                                           int64_t start, typename Ops::V41Session& session, V41Shared<Ops>& shared) {
   using Array = typename Ops::Array;
-  const int H = c.num_heads, hd = c.head_dim, W = c.sliding_window;
+  const int W = c.sliding_window;
   const int ratio = c.compress_ratio[layer];
   const RopeTable& rope = ratio > 0 ? ropes.compress : ropes.main;
-  const float eps = c.rms_norm_eps;
 
-  // Queries: q_a -> weighted RMSNorm (the q residual, also the indexer's input) -> q_b -> RoPE
-  // (no per-head norm in V4.1).
-  Array q_residual = ops.linear(x, w.q_a_proj);
-  ops.rms_norm(q_residual, c.q_lora_rank, &w.q_a_norm, eps);
-  Array q = ops.linear(q_residual, w.q_b_proj);
-  ops.rope(q, H, hd, start, rope, /*inverse=*/false);
-
-  // The single K=V row: weighted RMSNorm, RoPE, then FP8 over all of it (RoPE dims included),
-  // before the token attends to itself.
-  Array kv = ops.linear(x, w.kv_proj);
-  ops.norm_rope(kv, 1, hd, &w.kv_norm, eps, start, rope);
-  ops.fake_quant(kv, hd, FakeQuant::Fp8Ue8m0, kWindowQuantBlock);
+  auto [q, q_residual] = v41_queries(ops, c, w, rope, x, start);
+  Array kv = v41_window_kv(ops, c, w, rope, x, start);
 
   if (ratio > 0) {
     if (w.compressor) {
@@ -141,8 +164,7 @@ typename Ops::Array v41_attention_forward(Ops& ops, const model::V41Config& c, c
   const Array heads = ops.attend_v41(q, kv, window, start, W, w.sinks, rope, with_entries ? shared.entries : nullptr,
                                      with_entries ? &*shared.selection : nullptr);
   ops.window_store(window, kv, start, W);
-  const Array low = ops.grouped_linear(heads, w.o_a_proj, c.o_groups);
-  return ops.linear(low, w.o_b_proj);
+  return v41_output(ops, c, w, heads);
 }
 
 }  // namespace frank::engine

@@ -5,6 +5,7 @@
 // collapsing the streams with the previous site's `pre`; no hyper-head.
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "frank/engine/v41_attention_forward.h"
 #include "frank/model/engram_layout.h"
@@ -24,14 +25,21 @@ typename Ops::Mix v41_hc_site(Ops& ops, const model::V41Config& c, const model::
   return mix;
 }
 
+// A tap that reads nothing (v41_model_forward's default).
+struct V41NoTap {
+  template <class Array>
+  void operator()(int, const Array&) const {}
+};
+
 // Logits of rows [first, n) of the chunk `ids` at positions start .. start+n-1 (start: the
 // session's position, which the caller advances). Updates the session's rings, KV sources and
-// Engram look-back.
-template <class Ops>
+// Engram look-back. `tap(l, streams)` sees each layer's input streams after Engram (what DSpark's
+// target features average, dsv41-model.md §8); it must not change them.
+template <class Ops, class Tap = V41NoTap>
 typename Ops::Array v41_model_forward(Ops& ops, const model::V41Config& c, const model::V41Weights& w,
                                       const model::EngramLayout& engram, const V41Ropes& ropes,
                                       typename Ops::V41Session& session, const typename Ops::Ids& ids, int64_t start,
-                                      int64_t first) {
+                                      int64_t first, Tap&& tap = {}) {
   using Mix = typename Ops::Mix;
   // The n-gram rows of every Engram layer, hashed once per call from the look-back and the ids.
   typename Ops::EngramRows rows;
@@ -43,6 +51,7 @@ typename Ops::Array v41_model_forward(Ops& ops, const model::V41Config& c, const
   for (int l = 0; l < c.num_layers; ++l) {
     const model::V41LayerWeights& L = w.layers[l];
     if (L.engram) ops.engram_add(streams, *L.engram, rows, engram, c.engram.index_of(l), c);
+    tap(l, std::as_const(streams));
     Mix attn = v41_hc_site(ops, c, L.attn_hc, L.attn_norm, streams, last ? &*last : nullptr, [&](const auto& x) {
       return v41_attention_forward(ops, c, L.attn, l, ropes, x, start, session, shared);
     });

@@ -30,7 +30,11 @@ class V41Model {
   // Logits [ids.size(), vocab] (or [1, vocab] for Logits::Last) of `ids` at positions
   // session.position ...; advances the session. Throws frank::Error (leaving the session untouched)
   // for ids outside the vocabulary or a sequence longer than max_position_embeddings.
-  Tensor forward(V41Session& session, std::span<const int32_t> ids, Model::Logits logits = Model::Logits::All) const;
+  // `features`, when given, receives DSpark's target features of every one of `ids` (dsv41-model.md
+  // §8): [ids.size(), n_targets * hidden], per target layer in config order the mean over the
+  // streams entering it after Engram. The logits do not depend on it. Needs config().dspark.
+  Tensor forward(V41Session& session, std::span<const int32_t> ids, Model::Logits logits = Model::Logits::All,
+                 Tensor* features = nullptr) const;
 
  private:
   void check_call(int64_t position, std::span<const int32_t> ids) const;

@@ -179,6 +179,36 @@ void parse_engram(const json& j, V41Config& c) {
                             e.table_rows.size(), e.layer_ids.size()));
 }
 
+// The DSpark keys; a missing one takes the release's value (dsv41-model.md §8: block of 5, noise id
+// 128799, Markov rank 256, 128 experts top-3, the last three layers as targets).
+void parse_dspark(const json& j, V41Config& c) {
+  if (c.num_nextn_predict_layers == 0) return;
+  DSparkConfig d;
+  d.n_stages = c.num_nextn_predict_layers;
+  d.block_size = positive(j, "dspark_block_size", 5);
+  d.noise_token_id = get_or<int>(j, "dspark_noise_token_id", 128799);
+  d.markov_rank = positive(j, "dspark_markov_rank", 256);
+  d.n_routed_experts = positive(j, "dspark_n_routed_experts", 128);
+  d.experts_per_token = positive(j, "dspark_num_experts_per_tok", 3);
+  if (has(j, "dspark_target_layer_ids")) {
+    d.target_layers = int_list(j, "dspark_target_layer_ids");
+  } else {
+    for (int l = std::max(0, c.num_layers - 3); l < c.num_layers; ++l) d.target_layers.push_back(l);
+  }
+  if (d.target_layers.empty()) throw Error("config.json: dspark_target_layer_ids must not be empty");
+  for (int l : d.target_layers)
+    if (l < 0 || l >= c.num_layers)
+      throw Error(fmt::format("config.json: dspark_target_layer_ids {} must name layers in [0, {})", d.target_layers,
+                              c.num_layers));
+  if (d.noise_token_id < 0 || d.noise_token_id >= c.vocab_size)
+    throw Error(fmt::format("config.json: dspark_noise_token_id {} is outside the vocabulary ({})", d.noise_token_id,
+                            c.vocab_size));
+  if (d.experts_per_token > d.n_routed_experts)
+    throw Error(fmt::format("config.json: dspark_num_experts_per_tok ({}) exceeds dspark_n_routed_experts ({})",
+                            d.experts_per_token, d.n_routed_experts));
+  c.dspark = std::move(d);
+}
+
 // The text parameters: `text_config` of the composite config, or the top level of a flat one.
 const json& text_parameters(const json& j, V41Config& c) {
   const auto type = get_or<std::string>(j, "model_type", "");
@@ -217,6 +247,14 @@ int V41Config::kv_source_of(int layer) const {
   return best;
 }
 
+V41Config V41Config::dspark_stage() const {
+  if (!dspark) throw Error("the model has no DSpark drafter (num_nextn_predict_layers is 0)");
+  V41Config s = *this;
+  s.n_routed_experts = dspark->n_routed_experts;
+  s.experts_per_token = dspark->experts_per_token;
+  return s;
+}
+
 V41Config parse_v41_config(const json& j) {
   if (!j.is_object()) throw Error("config.json: top level must be a JSON object");
   V41Config c;
@@ -231,9 +269,7 @@ V41Config parse_v41_config(const json& j) {
     throw Error("config.json: tie_word_embeddings is not supported (DeepSeek-V4.1 has its own head)");
   parse_schedule(text, c);
   parse_engram(text, c);
-  if (c.num_nextn_predict_layers > 0)
-    c.notes.push_back(fmt::format("the {} DSpark draft layers (mtp.*) are not supported and are not loaded",
-                                  c.num_nextn_predict_layers));
+  parse_dspark(text, c);
   return c;
 }
 

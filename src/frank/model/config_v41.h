@@ -3,6 +3,7 @@
 // composite `deepseek_v41` config.json (text parameters under `text_config`) or a flat
 // `deepseek_v41_text` one. Images are not supported: a `vision_config` is noted and skipped.
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,18 @@ struct EngramConfig {
   int index_of(int layer) const;
 };
 
+// The DSpark drafter's settings (dsv41-model.md §8; the release's dspark_* text_config keys). Its
+// context window is sliding_window; each stage is a sliding-only V4.1 block with its own MoE size.
+struct DSparkConfig {
+  int n_stages = 0;                 // num_nextn_predict_layers: mtp.0 .. mtp.{n_stages-1}
+  int block_size = 0;               // drafted rows per anchor: the next token + block_size-1 noise rows
+  int noise_token_id = 0;           // the id the block's noise rows embed
+  std::vector<int> target_layers;   // main layers whose input features the drafter reads, in order
+  int markov_rank = 0;              // width of the Markov head's token embedding
+  int n_routed_experts = 0;         // of each stage's MoE
+  int experts_per_token = 0;
+};
+
 struct V41Config : CommonConfig {
   std::string model_type = "deepseek_v41";
   float gate_temp = 1.0f;  // router logits are divided by it before sqrt-softplus
@@ -44,7 +57,11 @@ struct V41Config : CommonConfig {
 
   int image_token_id = -1;       // from the composite config; images are not supported
   bool has_vision_config = false;
-  std::vector<std::string> notes;  // what was read but is not used, for the user (vision, DSpark)
+  std::vector<std::string> notes;  // what was read but is not used, for the user (vision)
+  std::optional<DSparkConfig> dspark;  // set when num_nextn_predict_layers > 0
+
+  // A DSpark stage as a one-layer V4.1 config: this config with the stage MoE's expert count and top-k.
+  V41Config dspark_stage() const;
 
   bool is_kv_source(int layer) const;
   bool is_index_source(int layer) const;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "frank/core/error.h"
 #include "frank/model/checkpoint.h"
 #include "frank/model/names.h"
@@ -38,6 +40,11 @@ V41Weights load_v41_weights(const V41Config& c, const Checkpoint& ck, std::vecto
                             std::vector<std::string>* unused) {
   V41Weights w;
   SlotLoader slots(ck, c, v41_name_candidates);
+  // The drafter is loaded when the config declares it and the checkpoint has any mtp.* tensor; then
+  // every one of its tensors must be there (a missing one is named).
+  const bool ships_draft =
+      std::ranges::any_of(ck.names(), [](const std::string& name) { return is_mtp_tensor(name); });
+  if (c.dspark && ships_draft) w.dspark.emplace();
   for_each_v41_weight(c, w, [&](const WeightSlot& slot) { slots.load(slot); });
   check_float_table_scales(c, ck, slots);
 
@@ -46,7 +53,7 @@ V41Weights load_v41_weights(const V41Config& c, const Checkpoint& ck, std::vecto
   for (const auto& name : skipped) {
     if (is_v41_vision_tensor(name))
       ++vision;
-    else if (is_mtp_tensor(name))  // DSpark: not loaded
+    else if (is_mtp_tensor(name) && !w.dspark)  // the config declares no drafter
       ++draft;
     else if (unused != nullptr)
       unused->push_back(name);
@@ -56,7 +63,8 @@ V41Weights load_v41_weights(const V41Config& c, const Checkpoint& ck, std::vecto
                                  "are not supported",
                                  vision));
   if (notes != nullptr && draft > 0)
-    notes->push_back(fmt::format("{} DSpark draft tensors (mtp.*) were not loaded: the drafter is not supported",
+    notes->push_back(fmt::format("{} DSpark draft tensors (mtp.*) were not loaded: config.json declares no drafter "
+                                 "(num_nextn_predict_layers is 0)",
                                  draft));
   return w;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Loads a DeepSeek-V4.1 checkpoint directory (config.json + safetensors, released or transformers
-// names) into V41Weights, plus the Engram hash data. Images and the DSpark drafter are not supported:
-// their tensors are skipped and said so in `notes`.
+// names) into V41Weights, plus the Engram hash data, and the DSpark drafter (released mtp.* names) when
+// the config declares one and the checkpoint ships it. Images are not supported: their tensors are
+// skipped and said so in `notes`.
 #include <filesystem>
 #include <string>
 #include <vector>

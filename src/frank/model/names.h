@@ -38,8 +38,8 @@ std::vector<std::string> stacked_gate_up_names(int layer);
 std::vector<std::string> stacked_down_names(int layer);
 
 // Multi-token-prediction tensors (mtp.*, either spelling). V4's loader takes its MTP block from them
-// when the checkpoint has it, V4.1's does not load its DSpark drafter; neither reports them as
-// unused.
+// when the checkpoint has it, V4.1's its DSpark drafter when the config declares one; neither reports
+// them as unused.
 bool is_mtp_tensor(const std::string& name);
 
 }  // namespace frank::model

@@ -67,6 +67,7 @@ void for_each_v41_weight(const V41Config& c, V41Weights& w, const Visit& visit) 
   }
   visit({"norm.weight", Shape{D}, WeightRole::NormWeight, &w.norm});
   visit(linear_slot("head.weight", Shape{c.vocab_size, D}, w.head));
+  if (w.dspark) for_each_dspark_weight(c, *w.dspark, visit);
 }
 
 }  // namespace frank::model

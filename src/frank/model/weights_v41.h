@@ -8,6 +8,7 @@
 
 #include "frank/model/config_v41.h"
 #include "frank/model/weights.h"
+#include "frank/model/weights_dspark.h"
 
 namespace frank::model {
 
@@ -55,10 +56,12 @@ struct V41Weights {
   LinearWeight head;  // [vocab, hidden]
   Tensor norm;        // [hidden]
   std::vector<V41LayerWeights> layers;  // no hyper-head: the final collapse uses the last layer's pre (§3)
+  std::optional<DSparkWeights> dspark;  // when the config declares DSpark and the checkpoint ships mtp.*
 };
 
 // Lays out `w` for `config` and calls `visit` once per tensor, named by its released checkpoint key
-// (`layers.1.engram.embed.weight` for the Engram table). Existing values are kept.
+// (`layers.1.engram.embed.weight` for the Engram table). Existing values are kept. The DSpark
+// drafter's tensors are visited when `w.dspark` is set.
 void for_each_v41_weight(const V41Config& config, V41Weights& w, const std::function<void(const WeightSlot&)>& visit);
 
 }  // namespace frank::model
