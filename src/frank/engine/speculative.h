@@ -47,7 +47,8 @@ class Drafter {
   }
   // Up to k proposals for the tokens after `tokens` (the whole sequence so far, including the
   // token the verify step feeds first).
-  virtual std::vector<Draft> propose(std::span<const int32_t> tokens, int k) = 0;  // The target's session was taken back to `position` tokens, fewer than the drafter last observed
+  virtual std::vector<Draft> propose(std::span<const int32_t> tokens, int k) = 0;
+  // The target's session was taken back to `position` tokens, fewer than the drafter last observed
   // (SpeculativeDecoder::rewind_last_step): state kept per position past it must go too.
   virtual void rewind_to(int64_t position) { (void)position; }
 };
