@@ -8,6 +8,7 @@
 #include <span>
 
 #include "dspark_fixture.h"
+#include "greedy_reference.h"
 #include "frank/engine/dspark_drafter.h"
 #include "frank/engine/sampling.h"
 #include "frank/engine/speculative.h"
@@ -59,13 +60,7 @@ TEST(DSparkSpeculative, GreedyEqualsPlainGreedy) {
   const size_t prompt_length = 6, generated = 40;
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + prompt_length);
 
-  std::vector<int32_t> plain = prompt;
-  V41Session s = model.new_session();
-  Tensor logits = model.forward(s, plain, Model::Logits::Last);
-  while (plain.size() < prompt_length + generated) {
-    plain.push_back(argmax(std::span<const float>(logits.row(0), static_cast<size_t>(vocab))));
-    logits = model.forward(s, std::span<const int32_t>(&plain.back(), 1), Model::Logits::Last);
-  }
+  const std::vector<int32_t> plain = test::plain_greedy(model, prompt, prompt_length + generated, vocab);
 
   for (int k = 1; k <= 4; ++k) {
     std::vector<int32_t> tokens = prompt;

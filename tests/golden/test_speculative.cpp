@@ -10,6 +10,7 @@
 #include <span>
 
 #include "fixture.h"
+#include "greedy_reference.h"
 #include "scripted_drafter.h"
 #include "frank/core/error.h"
 #include "frank/engine/model.h"
@@ -75,13 +76,7 @@ TEST(SpeculativeGolden, EndingInsideAStepRewindsToTheLastUsedToken) {
   const Model model(std::move(loaded.config), std::move(loaded.weights));
   const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + 10);
   // Plain greedy continuation, so that a drafter proposing it gets all 4 drafts accepted.
-  std::vector<int32_t> plain = prompt;
-  Session s = model.new_session();
-  Tensor logits = model.forward(s, plain, Model::Logits::Last);
-  while (plain.size() < prompt.size() + 6) {
-    plain.push_back(argmax(std::span<const float>(logits.row(0), static_cast<size_t>(f.vocab))));
-    logits = model.forward(s, std::span<const int32_t>(&plain.back(), 1), Model::Logits::Last);
-  }
+  const std::vector<int32_t> plain = test::plain_greedy(model, prompt, prompt.size() + 6, f.vocab);
   ScriptedDrafter drafter(plain, static_cast<int>(f.vocab), [](size_t) { return false; });
   std::vector<int32_t> tokens = prompt;
   Session session = model.new_session();
@@ -92,19 +87,7 @@ TEST(SpeculativeGolden, EndingInsideAStepRewindsToTheLastUsedToken) {
   decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(f.vocab)), streams, 0);
   const auto emitted = decoder.step(tokens, 4);
   ASSERT_EQ(emitted.size(), 5u);
-  const int32_t probe = 7;
-  // Each rewind keeps fewer tokens of the same step (a request's end is only ever moved earlier).
-  for (int keep = 5; keep >= 1; --keep) {
-    decoder.rewind_last_step(keep);
-    ASSERT_EQ(session.position, static_cast<int64_t>(prompt.size()) + keep);
-    Session kept = session;
-    const Tensor got = model.forward(kept, std::span<const int32_t>(&probe, 1));
-    std::vector<int32_t> fed(tokens.begin(), tokens.begin() + static_cast<int64_t>(prompt.size()) + keep);
-    fed.push_back(probe);
-    Session fresh = model.new_session();
-    const Tensor want = model.forward(fresh, fed, Model::Logits::Last);
-    for (int64_t v = 0; v < f.vocab; ++v) ASSERT_EQ(got.row(0)[v], want.row(0)[v]) << "kept " << keep;
-  }
+  test::expect_rewinds_match_fresh(model, session, decoder, tokens, prompt.size(), f.vocab);
   EXPECT_THROW(decoder.rewind_last_step(0), Error);
   EXPECT_THROW(decoder.rewind_last_step(2), Error);  // the step was already rewound to 1
 }
@@ -119,13 +102,7 @@ TEST(SpeculativeGolden, MtpDraftedGreedyEqualsPlainGreedy) {
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 10);
   const size_t total = prompt.size() + 40;
 
-  std::vector<int32_t> plain = prompt;
-  Session s = model.new_session();
-  Tensor logits = model.forward(s, plain, Model::Logits::Last);
-  while (plain.size() < total) {
-    plain.push_back(argmax(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols()))));
-    logits = model.forward(s, std::span<const int32_t>(&plain.back(), 1), Model::Logits::Last);
-  }
+  const std::vector<int32_t> plain = test::plain_greedy(model, prompt, total, model.config().vocab_size);
   for (int k = 1; k <= 4; ++k) {
     MtpDrafter drafter(model);
     std::vector<int32_t> tokens = prompt;

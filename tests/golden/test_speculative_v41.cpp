@@ -8,6 +8,7 @@
 #include <span>
 
 #include "fixture.h"
+#include "greedy_reference.h"
 #include "scripted_drafter.h"
 #include "frank/core/error.h"
 #include "frank/engine/sampling.h"
@@ -28,13 +29,7 @@ TEST(SpeculativeV41Golden, GreedyEqualsPlainGreedyForEveryDrafter) {
     const V41Model model(model::load_v41_model(dir, dir / "reference.safetensors"));
     const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + prompt_length);
 
-    std::vector<int32_t> plain = prompt;
-    V41Session s = model.new_session();
-    Tensor logits = model.forward(s, plain, Model::Logits::Last);
-    while (plain.size() < prompt_length + generated) {
-      plain.push_back(argmax(std::span<const float>(logits.row(0), static_cast<size_t>(f.vocab))));
-      logits = model.forward(s, std::span<const int32_t>(&plain.back(), 1), Model::Logits::Last);
-    }
+    const std::vector<int32_t> plain = test::plain_greedy(model, prompt, prompt_length + generated, f.vocab);
 
     for (int k = 1; k <= 4; ++k)
       for (const auto& [name, wrong] : test::scripted_drafters()) {
@@ -70,13 +65,7 @@ TEST(SpeculativeV41Golden, EndingInsideAStepRewindsToTheLastUsedToken) {
   const auto f = test::load_fixture(dir);
   const V41Model model(model::load_v41_model(dir, dir / "reference.safetensors"));
   const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + 11);  // odd: a ratio-2 group is open
-  std::vector<int32_t> plain = prompt;
-  V41Session s = model.new_session();
-  Tensor logits = model.forward(s, plain, Model::Logits::Last);
-  while (plain.size() < prompt.size() + 6) {
-    plain.push_back(argmax(std::span<const float>(logits.row(0), static_cast<size_t>(f.vocab))));
-    logits = model.forward(s, std::span<const int32_t>(&plain.back(), 1), Model::Logits::Last);
-  }
+  const std::vector<int32_t> plain = test::plain_greedy(model, prompt, prompt.size() + 6, f.vocab);
   ScriptedDrafter drafter(plain, static_cast<int>(f.vocab), [](size_t) { return false; }, /*host_streams=*/false);
   std::vector<int32_t> tokens = prompt;
   V41Session session = model.new_session();
@@ -85,18 +74,7 @@ TEST(SpeculativeV41Golden, EndingInsideAStepRewindsToTheLastUsedToken) {
   const Tensor prefill = target.forward(tokens, Model::Logits::Last, nullptr);
   decoder.start(std::span<const float>(prefill.row(0), static_cast<size_t>(f.vocab)), Tensor(), 0);
   ASSERT_EQ(decoder.step(tokens, 4).size(), 5u);
-  const int32_t probe = 7;
-  for (int keep = 5; keep >= 1; --keep) {
-    decoder.rewind_last_step(keep);
-    ASSERT_EQ(session.position, static_cast<int64_t>(prompt.size()) + keep);
-    V41Session kept = session;
-    const Tensor got = model.forward(kept, std::span<const int32_t>(&probe, 1));
-    std::vector<int32_t> fed(tokens.begin(), tokens.begin() + static_cast<int64_t>(prompt.size()) + keep);
-    fed.push_back(probe);
-    V41Session fresh = model.new_session();
-    const Tensor want = model.forward(fresh, fed, Model::Logits::Last);
-    for (int64_t v = 0; v < f.vocab; ++v) ASSERT_EQ(got.row(0)[v], want.row(0)[v]) << "kept " << keep;
-  }
+  test::expect_rewinds_match_fresh(model, session, decoder, tokens, prompt.size(), f.vocab);
 }
 
 // What the V4.1 target cannot do says so: it gives no streams, and takes no verify call longer
