@@ -40,10 +40,10 @@ void finish(std::vector<int32_t>& generated, const GenerateOptions& o, int32_t e
 // Verify steps with the MTP drafter (on the backend's device: the GPU's drafts from the streams
 // the target leaves in device memory) until the limit or the end-of-sequence token; `draft_tokens`
 // is a count or auto (chosen per step from measured costs).
-std::vector<int32_t> speculative(const engine::Model& model, Speculation speculation, const GenerateOptions& o,
-                                 const std::vector<int32_t>& prompt, int draft_tokens) {
-  engine::VerifyTarget& target = *speculation.on_session.target;
-  engine::Drafter& drafter = *speculation.on_session.drafter;
+std::vector<int32_t> speculative(const engine::Speculation& speculation, const GenerateOptions& o,
+                                 const std::vector<int32_t>& prompt, int draft_tokens, int32_t eos) {
+  engine::VerifyTarget& target = *speculation.target;
+  engine::Drafter& drafter = *speculation.drafter;
   std::optional<engine::DraftLengthChooser> chooser;
   if (draft_tokens == server::kAutoDraftTokens)
     chooser.emplace(engine::DraftLengthChooser::auto_limit(target.max_verify_tokens()));
@@ -53,7 +53,6 @@ std::vector<int32_t> speculative(const engine::Model& model, Speculation specula
       target.forward(prompt, engine::Model::Logits::Last, drafter.reads_host_streams() ? &streams : nullptr);
   decoder.start(std::span<const float>(logits.row(0), static_cast<size_t>(logits.cols())), streams, 0);
   std::vector<int32_t> tokens = prompt;
-  const auto eos = model.config().eos_token_id;
   while (static_cast<int>(tokens.size() - prompt.size()) < o.max_tokens &&
          (o.ignore_eos || std::find(tokens.begin() + static_cast<int64_t>(prompt.size()), tokens.end(), eos) ==
                               tokens.end()))
@@ -92,18 +91,19 @@ void report(const std::vector<int32_t>& prompt, const std::vector<int32_t>& gene
   std::cerr << fmt::format("{} prompt + {} generated tokens in {:.3f} s\n", prompt.size(), generated.size(), seconds);
 }
 
-// DeepSeek-V4.1 on either backend (its DSpark drafter is not built yet: no --draft-tokens).
+// DeepSeek-V4.1 on either backend; --draft-tokens drafts with its DSpark drafter.
 void run_v41(const GenerateOptions& o) {
-  if (parse_draft_tokens(o.draft_tokens) != 0)
-    throw Error("--draft-tokens: DeepSeek-V4.1's DSpark drafter is not supported yet");
+  const int draft_tokens = parse_draft_tokens(o.draft_tokens);
   if (!o.routing_from.empty()) throw Error("--routing-from: routing replay is not supported for DeepSeek-V4.1 yet");
   const auto model = o.source.load_v41();
   const auto& config = model->config();
   const auto prompt = o.ids.empty() ? std::vector<int32_t>{config.bos_token_id} : parse_ids(o.ids);
   V41Backend backend(*model, o.source);
-  const auto runner = backend.new_runner();
   const auto start = std::chrono::steady_clock::now();
-  std::vector<int32_t> generated = decode(*runner, o, prompt, config.eos_token_id);
+  std::vector<int32_t> generated =
+      draft_tokens != 0
+          ? speculative(backend.new_speculation().on_session, o, prompt, draft_tokens, config.eos_token_id)
+          : decode(*backend.new_runner(), o, prompt, config.eos_token_id);
   finish(generated, o, config.eos_token_id);
   report(prompt, generated, start);
   std::cout << format_ids(generated) << "\n";
@@ -125,7 +125,7 @@ void run(const GenerateOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const int draft_tokens = parse_draft_tokens(o.draft_tokens);
   std::vector<int32_t> generated = draft_tokens != 0
-                                       ? speculative(*model, backend.new_speculation(), o, prompt, draft_tokens)
+                                       ? speculative(backend.new_speculation().on_session, o, prompt, draft_tokens, config.eos_token_id)
                                        : decode(*runner, o, prompt, config.eos_token_id);
   finish(generated, o, config.eos_token_id);
   report(prompt, generated, start);
@@ -150,8 +150,8 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--seed", opts->sampling.seed, "seed of the sampler (with --temperature > 0)")->capture_default_str();
   cmd->add_flag("--ignore-eos", opts->ignore_eos, "keep generating after the end-of-sequence token");
   cmd->add_option("--draft-tokens", opts->draft_tokens,
-                  "speculative decoding: tokens the MTP block drafts per verify step (0: off; auto: chosen from "
-                  "measured step costs; needs mtp.0.*)")
+                  "speculative decoding: tokens the model's drafter (V4: the MTP block, V4.1: DSpark) drafts per "
+                  "verify step (0: off; auto: chosen from measured step costs; needs mtp.* tensors)")
       ->capture_default_str();
   cmd->add_option("--routing-from", opts->routing_from,
                   "route every token to the experts of a routing trace (frank plan generate-trace, "

@@ -1,6 +1,8 @@
 #include "v41_backend.h"
 
 #include "frank/core/error.h"
+#include "frank/engine/dspark_drafter.h"
+#include "frank/engine/v41_verify_target.h"
 
 #ifdef FRANK_WITH_CUDA
 #include "frank/cuda/cuda_v41_model.h"
@@ -34,6 +36,16 @@ std::unique_ptr<engine::SessionRunner> V41Backend::new_runner() {
   if (gpu_) return std::make_unique<cuda::CudaV41Runner>(gpu_->model);
 #endif
   return std::make_unique<engine::V41Runner>(model_);
+}
+
+V41Speculation V41Backend::new_speculation() {
+  if (!model_.weights().dspark)
+    throw Error("--draft-tokens: the checkpoint has no DSpark drafter (no mtp.* tensors)");
+  if (gpu_) throw Error("--draft-tokens: DeepSeek-V4.1's DSpark drafter does not run on --backend cuda yet");
+  auto session = std::make_shared<engine::V41Session>(model_.new_session());
+  auto target = std::make_unique<engine::CpuV41VerifyTarget>(model_, *session, /*with_features=*/true);
+  auto drafter = std::make_unique<engine::DSparkDrafter>(model_, *target);
+  return {std::move(session), {std::move(target), std::move(drafter)}};
 }
 
 }  // namespace frank::cli

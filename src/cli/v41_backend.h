@@ -4,10 +4,19 @@
 #include <memory>
 
 #include "frank/engine/session_runner.h"
+#include "frank/engine/speculative.h"
 #include "frank/engine/v41_model.h"
 #include "model_source.h"
 
 namespace frank::cli {
+
+// Speculative decoding on a fresh V4.1 session: the verify target over it and the DSpark drafter
+// (dsv41-model.md §8) reading the target's features where the backend computes. The session, when
+// the target does not own it, comes first so that it is destroyed last.
+struct V41Speculation {
+  std::shared_ptr<void> session;
+  engine::Speculation on_session;
+};
 
 class V41Backend {
  public:
@@ -17,6 +26,9 @@ class V41Backend {
   V41Backend& operator=(const V41Backend&) = delete;
   // A fresh session on this backend.
   std::unique_ptr<engine::SessionRunner> new_runner();
+  // A fresh session and the DSpark drafter. Throws frank::Error when the checkpoint has no DSpark
+  // drafter, or the backend cannot run it.
+  V41Speculation new_speculation();
 
  private:
   struct Gpu;

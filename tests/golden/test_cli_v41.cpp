@@ -66,7 +66,7 @@ TEST(CliV41, WhatV41CannotDoGivesClearErrors) {
       {"generate", "--mhc-overlap true", "--mhc-overlap: needs --backend cuda"},
       {"generate", "--kv-dtype fp8", "--kv-dtype fp8"},
       {"generate", "--gpu-memory-budget 1", "cannot be split between GPU and CPU yet"},
-      {"generate", "--draft-tokens 2", "DSpark"},
+      {"generate", "--draft-tokens 2", "has no DSpark drafter"},
       {"logits", "--ids 3,31 --out /dev/null", "outside the vocabulary"},
   };
   for (const Refused& r : refused) {
@@ -74,6 +74,31 @@ TEST(CliV41, WhatV41CannotDoGivesClearErrors) {
     EXPECT_EQ(run.exit_code, 1) << r.options;
     EXPECT_THAT(run.err, HasSubstr(r.error)) << r.options;
   }
+}
+
+// V4.1's own drafter (DSpark) behind --draft-tokens: greedy speculative decoding emits exactly the
+// tokens of plain greedy decoding (the rule of engine/speculative.h; the drafter is checked against
+// its fixture in test_dspark_golden.cpp). 40 tokens cross the fixture's ratio-2 group closes and
+// window wraps many times.
+TEST(CliV41, DraftTokensGiveTheSameGreedyTokens) {
+  const auto dspark = fixture_root("dsv41").parent_path() / "dsv41-dspark" / "tiny-v41-dspark";
+  const auto engram = fixture_root("dsv41") / "tiny-v41-native" / "reference.safetensors";
+  const std::string base = fmt::format("generate --model {} --engram-data {} --ids 5,17,3,9 --max-tokens 40 --ignore-eos",
+                                       dspark.string(), engram.string());
+  const auto plain = run_frank(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output();
+  for (const char* k : {"1", "2", "4", "auto"}) {
+    const auto drafted = run_frank(base + fmt::format(" --draft-tokens {}", k));
+    ASSERT_EQ(drafted.exit_code, 0) << drafted.output();
+    EXPECT_EQ(drafted.last_line(), plain.last_line()) << "k = " << k;
+    EXPECT_THAT(drafted.err, HasSubstr("verify steps"));
+  }
+  // Sampling with drafts runs too (its distribution is the acceptance rule's, test_speculative_acceptance.cpp),
+  // and is reproducible from its seed.
+  const std::string sampled = base + " --draft-tokens 3 --temperature 0.8 --seed 7";
+  const auto first = run_frank(sampled);
+  ASSERT_EQ(first.exit_code, 0) << first.output();
+  EXPECT_EQ(first.last_line(), run_frank(sampled).last_line());
 }
 
 }  // namespace
