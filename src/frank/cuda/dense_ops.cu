@@ -2,14 +2,15 @@
 // rms_norm_rope, scale, embed_streams.
 //
 // linear and linear_grouped are GEMVs for a few tokens, bound by reading the weights once. A warp
-// owns R = 4 consecutive output rows (each activation load serves 4 rows) and one of P parts of the
-// `in` dimension; a block's 8 warps are 8/P row groups times P parts, so a small `out` still puts
-// enough warps, and loads, in flight to keep HBM busy. The P partial sums of a row are added in
-// shared memory in a fixed order (deterministic). Lanes take consecutive 16-byte chunks of a row
-// (coalesced) and issue kUnroll x R weight loads before using any. Tokens are taken NT at a time
-// (NT = 1, 2, 4 or 8, a template argument, so one token keeps few registers); each loaded weight
-// is applied to all of them, so for n <= 8 every weight is read once. More tokens take further
-// passes over the warp's rows, which the previous pass has just brought into L2.
+// owns R = 4 consecutive output rows (each activation load serves 4 rows; one token of bf16: 2,
+// launch_vector) and one of P parts of the `in` dimension; a block's 8 warps are 8/P row groups
+// times P parts, so a small `out` still puts enough warps, and loads, in flight to keep HBM busy.
+// The P partial sums of a row are added in shared memory in a fixed order (deterministic). Lanes
+// take consecutive 16-byte chunks of a row (coalesced) and issue kUnroll x R weight loads before
+// using any. Tokens are taken NT at a time (NT = 1, 2, 4 or 8, a template argument, so one token
+// keeps few registers); each loaded weight is applied to all of them, so for n <= 8 every weight
+// is read once. More tokens take further passes over the warp's rows, which the previous pass has
+// just brought into L2.
 //
 // FP8 / FP4 weights (weight_format.h) take the same path: a lane's 16-byte load holds 16 e4m3 (in
 // one FP8 block) or 32 e2m1 (one scale group), decoded 8 at a time with integer ops into fp16
@@ -302,35 +303,51 @@ cudaError_t launch_linear(LinearArgs a, cudaStream_t stream) {
                           0, stream, a);
 }
 
-// Tokens per pass: the power of two that holds min(n, 8).
-template <class W, int V, int R, int P>
+// Tokens per pass: the power of two that holds min(n, 8); Single: n is 1.
+template <class W, int V, int R, int P, bool Single>
 cudaError_t launch_tokens(const LinearArgs& a, cudaStream_t stream) {
-  if (a.n == 1) return launch_linear<W, V, R, P, 1>(a, stream);
-  if (a.n == 2) return launch_linear<W, V, R, P, 2>(a, stream);
-  if (a.n <= 4) return launch_linear<W, V, R, P, 4>(a, stream);
-  return launch_linear<W, V, R, P, kTokens>(a, stream);
+  if constexpr (Single) {
+    return launch_linear<W, V, R, P, 1>(a, stream);
+  } else {
+    if (a.n == 1) return launch_linear<W, V, R, P, 1>(a, stream);
+    if (a.n == 2) return launch_linear<W, V, R, P, 2>(a, stream);
+    if (a.n <= 4) return launch_linear<W, V, R, P, 4>(a, stream);
+    return launch_linear<W, V, R, P, kTokens>(a, stream);
+  }
 }
 
-// The 16-byte path. Parts per row double while the grid has fewer than kTargetWarps warps (a
-// small `out`: 1024 rows of 4096 take 8 parts, 2048 warps, each lane's 8 loads of the matrix in
-// flight at once) and every part keeps at least kUnroll full steps of 32 chunks.
-template <class W, int V>
-cudaError_t launch_vector(const LinearArgs& a, cudaStream_t stream) {
+// The 16-byte path with R rows a warp. Parts per row double while the grid has fewer than
+// kTargetWarps warps (a small `out`: 1024 rows of 4096 take 8 parts, 2048 warps, each lane's 8
+// loads of the matrix in flight at once) and every part keeps at least kUnroll full steps of 32
+// chunks.
+template <class W, int V, int R, bool Single>
+cudaError_t launch_rows(const LinearArgs& a, cudaStream_t stream) {
   int64_t warps = 0;
-  for (int s = 0; s < a.outputs; ++s) warps += (a.out[s] + kRows - 1) / kRows;
+  for (int s = 0; s < a.outputs; ++s) warps += (a.out[s] + R - 1) / R;
   const int64_t chunks = a.in / V;
   int parts = 1;
   while (parts < kLinearWarps && warps * parts < kTargetWarps && chunks >= 2 * parts * 32 * kUnroll) parts *= 2;
   switch (parts) {
     case 1:
-      return launch_tokens<W, V, kRows, 1>(a, stream);
+      return launch_tokens<W, V, R, 1, Single>(a, stream);
     case 2:
-      return launch_tokens<W, V, kRows, 2>(a, stream);
+      return launch_tokens<W, V, R, 2, Single>(a, stream);
     case 4:
-      return launch_tokens<W, V, kRows, 4>(a, stream);
+      return launch_tokens<W, V, R, 4, Single>(a, stream);
     default:
-      return launch_tokens<W, V, kRows, kLinearWarps>(a, stream);
+      return launch_tokens<W, V, R, kLinearWarps, Single>(a, stream);
   }
+}
+
+// kRows rows a warp share each activation load, which pays from two tokens on. One token of bf16
+// weights takes half as many rows a warp: twice the warps, each with a shorter chain of loads
+// (H200: 8192 x 4096 in 18.9 instead of 20.0 us, 4096 x 4096 in 10.4 instead of 12.0;
+// bench/results/decode-h200-2026-12-01-s10/). FP8 / FP4 decode more per load and do not gain.
+template <class W, int V>
+cudaError_t launch_vector(const LinearArgs& a, cudaStream_t stream) {
+  if constexpr (std::is_same_v<W, uint16_t>)
+    if (a.n == 1) return launch_rows<W, V, kRows / 2, true>(a, stream);
+  return launch_rows<W, V, kRows, false>(a, stream);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
