@@ -19,8 +19,8 @@ inline std::vector<int32_t> plain_greedy(cuda::CudaModel& gpu, const std::vector
 }
 
 // Speculative greedy decoding of `tokens` (the prompt, on entry) up to `total` tokens on a fresh
-// target; the streams are downloaded only for a drafter that reads them on the host.
-inline engine::SpeculativeStats speculative_greedy(cuda::CudaVerifyTarget& target, engine::Drafter& drafter, int k,
+// target (V4 or V4.1); the streams are downloaded only for a drafter that reads them on the host.
+inline engine::SpeculativeStats speculative_greedy(engine::VerifyTarget& target, engine::Drafter& drafter, int k,
                                                    std::vector<int32_t>& tokens, size_t total) {
   engine::SpeculativeDecoder decoder(target, drafter, k, engine::SamplingParams{});
   Tensor streams;

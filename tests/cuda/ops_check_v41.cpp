@@ -1,7 +1,8 @@
 // Checks of DeepSeek-V4.1's CUDA ops (frank/cuda/v41_ops.cuh) against the CPU reference:
 // CpuOps::hc_map / hc_collapse, engine::fake_quant (bit for bit), engine::engram_gather /
-// engram_mix (through cuda::linear, as the forward runs them), and CpuOps::pool_groups over a run
-// of chunks that start and end inside groups.
+// engram_mix (through cuda::linear, as the forward runs them), CpuOps::pool_groups over a run
+// of chunks that start and end inside groups, and CpuOps::stream_mean (DSpark's features, bit for
+// bit).
 //
 // Outputs start poisoned with NaN (ops_check_util.h), so an element a kernel fails to write fails
 // the check.
@@ -20,6 +21,7 @@
 #include "frank/cpu/ops.h"
 #include "frank/cpu/quant/quant_formats.h"
 #include "frank/cuda/ops.cuh"
+#include "frank/cuda/stream_mean.cuh"
 #include "frank/cuda/v41_ops.cuh"
 #include "frank/engine/cpu_ops.h"
 #include "frank/engine/engram.h"
@@ -430,6 +432,38 @@ int check_engram_all(Random& rng) {
   return failures;
 }
 
+// ---- stream_mean: bit for bit ---------------------------------------------------------------------
+
+// CpuOps::stream_mean of n tokens' N streams of D, written by the GPU into column block `block` of
+// rows of `blocks` * D (the features' layout): every bit must agree, the other blocks stay poisoned.
+int check_stream_mean(Random& rng, int N, int D, int n, int blocks, int block) {
+  const std::vector<float> streams = rng.vec(static_cast<size_t>(int64_t{n} * N * D), -4.0f, 4.0f);
+  const Tensor want = CpuOps().stream_mean(Tensor({n, int64_t{N} * D}, streams), hc_config(N, D));
+  const int64_t ldo = int64_t{blocks} * D;
+  DeviceBuffer<float> d_streams(streams.size()), d_out(static_cast<size_t>(n * ldo));
+  upload(d_streams, streams);
+  poison(d_out);
+  finish(cuda::stream_mean(d_streams.get(), n, N, D, d_out.get() + int64_t{block} * D, ldo, nullptr));
+  const std::vector<float> got = download(d_out);
+  int64_t mismatches = 0;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < ldo; ++i) {
+      const float g = got[t * ldo + i];
+      const bool ours = i / D == block;
+      mismatches += ours ? std::bit_cast<uint32_t>(g) != std::bit_cast<uint32_t>(want.row(t)[i % D]) : !std::isnan(g);
+    }
+  return report("stream_mean", format("N=%d D=%d n=%d block %d of %d", N, D, n, block, blocks).c_str(),
+                static_cast<double>(mismatches), 0.0);
+}
+
+int check_stream_mean_all(Random& rng) {
+  int failures = check_stream_mean(rng, 4, 24, 7, 3, 1);  // the DSpark fixture's shape
+  failures += check_stream_mean(rng, 3, 37, 1, 1, 0);
+  failures += check_stream_mean(rng, 4, 4096, 65, 3, 2);  // V4.1's hidden size
+  failures += refused("stream_mean", "ldo < D", cuda::stream_mean(nullptr, 1, 4, 8, nullptr, 7, nullptr));
+  return failures;
+}
+
 }  // namespace
 
 int check_v41_ops(uint64_t seed) {
@@ -438,6 +472,7 @@ int check_v41_ops(uint64_t seed) {
   failures += check_hc_all(rng);
   failures += check_pool_all(rng);
   failures += check_engram_all(rng);
+  failures += check_stream_mean_all(rng);
   return failures;
 }
 

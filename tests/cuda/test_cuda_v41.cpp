@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "cuda/cuda_forward_util.h"
+#include "cuda/cuda_v41_util.h"
 #include "frank/cuda/cuda_v41_model.h"
 #include "frank/engine/run_modes.h"
 #include "frank/engine/sampling.h"
@@ -39,11 +40,6 @@ std::vector<Case> all_cases() {
     for (const char* mode : {"full", "incremental", "chunked:1", "chunked:2", "chunked:3", "chunked:5"})
       cases.push_back({dir, mode});
   return cases;
-}
-
-// The fixtures carry the Engram token map and multipliers in reference.safetensors.
-model::LoadedV41Model load_v41(const std::filesystem::path& dir) {
-  return model::load_v41_model(dir, dir / "reference.safetensors");
 }
 
 engine::FeedMode feed_mode(const Fixture& f, const std::string& text) {

@@ -1,7 +1,8 @@
 #pragma once
 // What the speculative-decoding tests compare against, for either model family (engine::Model and
-// engine::V41Model take the same new_session / forward calls): plain greedy decoding one token per
-// call, and a session continuing exactly like a fresh one fed the same tokens.
+// engine::V41Model take the same new_session / forward calls; plain_greedy also takes
+// cuda::CudaV41Model): plain greedy decoding one token per call, and a session continuing exactly
+// like a fresh one fed the same tokens.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -18,7 +19,7 @@ namespace frank::test {
 // `prompt` continued by greedy decoding to `length` tokens: one forward call for the prompt, then one
 // per token.
 template <class M>
-std::vector<int32_t> plain_greedy(const M& model, const std::vector<int32_t>& prompt, size_t length, int64_t vocab) {
+std::vector<int32_t> plain_greedy(M& model, const std::vector<int32_t>& prompt, size_t length, int64_t vocab) {
   std::vector<int32_t> plain = prompt;
   auto session = model.new_session();
   Tensor logits = model.forward(session, plain, engine::Model::Logits::Last);

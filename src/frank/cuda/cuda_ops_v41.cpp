@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "frank/core/error.h"
 #include "frank/cuda/v41_ops.cuh"
@@ -127,6 +128,7 @@ CudaOps::Array CudaV41Ops::pool_groups(V41Source& s, const Array& kv, const Arra
     s.pending_kv = Array({ratio, dim}, stream_);
     s.pending_gate = Array({ratio, dim}, stream_);
   }
+  record_call(s.last_call, kv, *gate, start);
   Array latents({groups, dim}, stream_);
   if (kv.empty()) return latents;
   check(cuda::pool_groups(s.pending_kv.data(), s.pending_gate.data(), kv.data(), gate->data(),
@@ -134,6 +136,16 @@ CudaOps::Array CudaV41Ops::pool_groups(V41Source& s, const Array& kv, const Arra
                           static_cast<int>(groups), stream_),
         "pool_groups");
   return latents;
+}
+
+void CudaV41Ops::record_call(DeviceV41CallRecord& record, const Array& kv, const Array& gate, int64_t start) const {
+  record.start = start;
+  record.tokens = kv.rows() <= record_limit_ ? kv.rows() : 0;
+  if (record.tokens == 0) return;
+  for (auto [to, from] : {std::pair{&record.kv, &kv}, std::pair{&record.gate, &gate}}) {
+    reserve_rows(*to, from->rows(), from->cols(), stream_);
+    check(cudaMemcpyAsync(to->data(), from->data(), from->bytes(), cudaMemcpyDeviceToDevice, stream_), "record_call");
+  }
 }
 
 void CudaV41Ops::publish(V41Source& s, const Array& entries, const Array* index_keys) const {

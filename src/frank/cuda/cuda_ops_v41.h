@@ -20,6 +20,16 @@
 
 namespace frank::cuda {
 
+// The raw projections (kv, gate) a gated (ratio-2) KV source took in during the last forward call,
+// rows [0, tokens) from position `start` (engine::V41CallRecord): a rewind of that call rebuilds
+// the open group of any prefix from them (device_v41_checkpoint.h). Kept only for a call the ops
+// were told to record (CudaV41Ops::set_call_record_limit); otherwise tokens is 0. The buffers keep
+// their capacity from call to call.
+struct DeviceV41CallRecord {
+  DeviceArray<float> kv, gate;  // [capacity >= tokens, head_dim]
+  int64_t start = 0, tokens = 0;
+};
+
 // What a KV source (a layer with a compressor) keeps between calls, in device memory
 // (engine::V41SourceState): the open group's raw rows, and one row per closed group of entries and,
 // for a key owner, indexer keys. Rows grow by doubling, stream-ordered.
@@ -29,6 +39,7 @@ struct DeviceV41Source {
   DeviceArray<float> entries;                   // [capacity, head_dim]: post-RoPE, FP4-rounded
   DeviceArray<float> index_keys;                // [capacity, index_head_dim] (key owners)
   int64_t n_entries = 0;
+  DeviceV41CallRecord last_call;  // ratio 2 only
 };
 
 // engine::V41Session in device memory: every layer's window ring of fp32 K=V rows (already
@@ -83,6 +94,9 @@ class CudaV41Ops : public CudaOps {
   void set_fused_candidates(bool on) { fused_candidates_ = on; }
   // hc_map runs on `side` (null: on the main stream, the default); ops that read a mix wait for it.
   void set_mhc_overlap(const SideStream* side) { side_ = side; }
+  // pool_groups records a call of at most `tokens` tokens in its source's last_call (two
+  // device-to-device copies); a longer one (or any, at 0, the default) clears the record.
+  void set_call_record_limit(int64_t tokens) { record_limit_ = tokens; }
 
   Mix hc_map(const model::HyperConnectionWeights& hc, const Array& streams, const model::CommonConfig& c) const;
   void hc_post(const Mix& mix, const Array& sublayer, Array& streams, const model::CommonConfig& c) const;
@@ -108,9 +122,12 @@ class CudaV41Ops : public CudaOps {
   // With the overlap on: the main stream waits for the hc_map issued on the side stream, if it is
   // still pending and wrote `mix` (null: whichever it wrote).
   void wait_for_mix(const float* mix = nullptr) const;
+  // pool_groups' record of the chunk's raw rows (set_call_record_limit).
+  void record_call(DeviceV41CallRecord& record, const Array& kv, const Array& gate, int64_t start) const;
 
   bool fused_candidates_ = true;
   const SideStream* side_ = nullptr;
+  int64_t record_limit_ = 0;
   mutable const float* pending_mix_ = nullptr;  // the mix of the hc_map the main stream has not waited for
 };
 

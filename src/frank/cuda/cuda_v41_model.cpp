@@ -1,6 +1,7 @@
 #include "frank/cuda/cuda_v41_model.h"
 
 #include "frank/core/error.h"
+#include "frank/cuda/stream_mean.cuh"
 #include "frank/engine/v41_decoder_layer.h"
 
 namespace frank::cuda {
@@ -39,20 +40,36 @@ DeviceV41Session CudaV41Model::new_session() {
   return s;
 }
 
-Tensor CudaV41Model::forward(DeviceV41Session& s, std::span<const int32_t> ids, engine::Model::Logits logits) {
+Tensor CudaV41Model::forward(DeviceV41Session& s, std::span<const int32_t> ids, engine::Model::Logits logits,
+                             DeviceArray<float>* features) {
   const model::V41Config& c = model_.config();
   engine::check_call(c, s.position, ids);
   if (s.windows.size() != static_cast<size_t>(c.num_layers)) throw Error("session was made for a different model");
+  if (features != nullptr && !c.dspark) throw Error("the model has no DSpark drafter to read features for");
   const auto n = static_cast<int64_t>(ids.size());
   s.position_at.copy_from_host(&s.position);
   CudaV41Ops ops(weights_, stream_, {s.position_at.data(), s.position + n});
   ops.set_fused_candidates(fused_candidates_);
   ops.set_mhc_overlap(mhc_overlap_ ? &side_ : nullptr);
+  ops.set_call_record_limit(c.sliding_window);  // a longer call cannot be rewound
   check(cudaEventRecord(begin_, stream_), "cudaEventRecord");
   const CudaOps::Ids device_ids = ops.upload_ids(ids);
+  const int64_t D = c.hidden_size;
+  if (features != nullptr)
+    *features = DeviceArray<float>({n, D * static_cast<int64_t>(c.dspark->target_layers.size())}, stream_);
+  // Each target layer's stream mean goes to its column block of the features (V41Model::forward's tap).
+  auto tap = [&](int layer, const DeviceArray<float>& streams) {
+    if (features == nullptr) return;
+    const auto& targets = c.dspark->target_layers;
+    for (size_t k = 0; k < targets.size(); ++k)
+      if (targets[k] == layer)
+        check(stream_mean(streams.data(), n, c.hc_mult, c.hidden_size, features->data() + static_cast<int64_t>(k) * D,
+                          features->cols(), stream_),
+              "stream_mean");
+  };
   const DeviceArray<float> out =
       engine::v41_model_forward(ops, c, model_.weights(), model_.engram(), model_.ropes(), s, device_ids, s.position,
-                                logits == engine::Model::Logits::Last ? n - 1 : 0);
+                                logits == engine::Model::Logits::Last ? n - 1 : 0, tap);
   check(cudaEventRecord(end_, stream_), "cudaEventRecord");
   Tensor host = ops.download(out);  // waits for the stream
   float ms = 0;

@@ -28,7 +28,13 @@ class CudaV41Model {
   DeviceV41Session new_session();
   // As engine::V41Model::forward: logits on the host, [ids.size(), vocab] or [1, vocab] for
   // Logits::Last. Throws frank::Error, leaving the session untouched, for ids the model refuses.
-  Tensor forward(DeviceV41Session& session, std::span<const int32_t> ids, engine::Model::Logits logits);
+  // `features`, when given, receives DSpark's target features of every one of `ids` in device
+  // memory (nothing is downloaded): [ids.size(), n_targets * hidden], per target layer in config
+  // order the mean of the streams entering it after Engram; needs config().dspark. A call of at
+  // most sliding_window tokens keeps its ratio-2 sources' raw rows (DeviceV41Source::last_call), so
+  // that it can be rewound (device_v41_checkpoint.h), as the CPU session does.
+  Tensor forward(DeviceV41Session& session, std::span<const int32_t> ids, engine::Model::Logits logits,
+                 DeviceArray<float>* features = nullptr);
   // Reindexing layers select with a mask and the plain selection instead of the fused kernel
   // (CudaV41Ops::set_fused_candidates): the two must agree byte for byte.
   void set_fused_candidates(bool on) { fused_candidates_ = on; }
@@ -37,6 +43,7 @@ class CudaV41Model {
   void set_mhc_overlap(bool on) { mhc_overlap_ = on; }
 
   const engine::V41Model& model() const { return model_; }
+  cudaStream_t stream() const { return stream_; }
   size_t weight_bytes() const { return weights_.bytes(); }
   const std::vector<StepTime>& step_times() const { return step_times_; }
 

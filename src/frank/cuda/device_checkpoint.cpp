@@ -9,29 +9,20 @@
 namespace frank::cuda {
 namespace {
 
-// Runs `copies` on the stream (one kernel); the table goes to the device first.
-void run_copies(const std::vector<ByteCopy>& copies, cudaStream_t stream) {
-  if (copies.empty()) return;
-  DeviceArray<uint8_t> table({static_cast<int64_t>(copies.size() * sizeof(ByteCopy))}, stream);
-  table.copy_from_host(reinterpret_cast<const uint8_t*>(copies.data()));
-  check(copy_bytes(reinterpret_cast<const ByteCopy*>(table.data()), static_cast<int>(copies.size()), stream),
-        "copy_bytes");
-}
-
 // The pieces of a compressor that a call of `tokens` tokens at `start` can overwrite (compress_chunk's
 // carry step): the pending rows of its positions (row p % ratio), and the overlap half when a
 // window closes. Nothing before the compressor's first call (its buffers do not exist yet, and
 // nothing of them is read before they are written).
-void add_compressor(std::vector<DeviceCheckpoint::Piece>& pieces, DeviceCompressor& d,
-                    const engine::Compressor& c, int64_t start, int64_t tokens) {
+void add_compressor(SavedPieces& saved, DeviceCompressor& d, const engine::Compressor& c, int64_t start,
+                    int64_t tokens) {
   if (d.pending_kv.empty()) return;
   const int64_t ratio = c.ratio(), row = int64_t{c.projection_width()} * sizeof(float);
   for (int64_t t = 0; t < std::min(tokens, ratio); ++t)
     for (DeviceArray<float>* a : {&d.pending_kv, &d.pending_gate})
-      pieces.push_back({reinterpret_cast<uint8_t*>(a->data()) + ((start + t) % ratio) * row, 0, row, -1});
+      saved.add(reinterpret_cast<uint8_t*>(a->data()) + ((start + t) % ratio) * row, row, -1);
   if (!d.overlap_kv.empty() && (start + tokens) / ratio > start / ratio)
     for (DeviceArray<float>* a : {&d.overlap_kv, &d.overlap_gate})
-      pieces.push_back({reinterpret_cast<uint8_t*>(a->data()), 0, static_cast<int64_t>(a->bytes()), -1});
+      saved.add(a->data(), static_cast<int64_t>(a->bytes()), -1);
 }
 
 }  // namespace
@@ -52,19 +43,11 @@ DeviceCheckpoint take_checkpoint(CudaModel& model, DeviceSession& session, int64
     DeviceLayerState& s = session.layers[l];
     const engine::Attention& a = model.model().attention()[l];
     for (int64_t t = 0; t < tokens; ++t)
-      cp.pieces.push_back({s.window.data() + ((start + t) % W) * s.kv.row_bytes, 0, s.kv.row_bytes, t});
-    if (a.compressor()) add_compressor(cp.pieces, s.compressor, *a.compressor(), start, tokens);
-    if (a.index_compressor()) add_compressor(cp.pieces, s.indexer, *a.index_compressor(), start, tokens);
+      cp.saved.add(s.window.data() + ((start + t) % W) * s.kv.row_bytes, s.kv.row_bytes, t);
+    if (a.compressor()) add_compressor(cp.saved, s.compressor, *a.compressor(), start, tokens);
+    if (a.index_compressor()) add_compressor(cp.saved, s.indexer, *a.index_compressor(), start, tokens);
   }
-  int64_t total = 0;
-  for (auto& p : cp.pieces) {
-    p.offset = total;
-    total += (p.bytes + 15) / 16 * 16;  // every piece 16-byte aligned in `saved`
-  }
-  cp.saved = DeviceArray<uint8_t>({total}, stream);
-  std::vector<ByteCopy> copies;
-  for (const auto& p : cp.pieces) copies.push_back({p.at, cp.saved.data() + p.offset, p.bytes});
-  run_copies(copies, stream);
+  cp.saved.save(stream);
   return cp;
 }
 
@@ -77,8 +60,7 @@ void rewind(CudaModel& model, DeviceSession& session, const DeviceCheckpoint& ch
     throw Error("CUDA rewind: the session's last call is not the verify call after the checkpoint");
   cudaStream_t stream = model.stream();
   std::vector<ByteCopy> copies;
-  for (const auto& p : checkpoint.pieces)
-    if (p.token < 0 || p.token >= keep) copies.push_back({checkpoint.saved.data() + p.offset, p.at, p.bytes});
+  checkpoint.saved.restore_copies(keep, copies);
   run_copies(copies, stream);
   // The kept tokens through the compressors again, from the state before the call.
   CudaOps ops(model.device_weights(), stream,

@@ -8,26 +8,19 @@
 // compressors again; the kept tokens' window rows are the call's own. Nothing of the model runs
 // again, and nothing moves to the host but the copy tables.
 #include <cstdint>
-#include <vector>
 
-#include "frank/cuda/byte_copies.cuh"
 #include "frank/cuda/cuda_model.h"
+#include "frank/cuda/saved_pieces.h"
 
 namespace frank::cuda {
 
 struct DeviceCheckpoint {
-  // One saved piece of session state: `bytes` at `at`, kept at `offset` of `saved`. A window row
-  // names the call's token that writes it (restored only when that token is not kept); -1:
-  // always restored.
-  struct Piece {
-    uint8_t* at;
-    int64_t offset, bytes, token;
-  };
   int64_t position = 0, tokens = 0;
   int64_t recorded_from = -1, records = 0;  // the session's, when the checkpoint was taken
   DeviceArray<int64_t> position_at;  // [1]: `position`, where the replayed compressors read it
-  DeviceArray<uint8_t> saved;
-  std::vector<Piece> pieces;
+  // The window rows (each naming the call's token that writes it) and compressor rows (always
+  // restored) the call can overwrite.
+  SavedPieces saved;
 };
 
 // Saves what a call of up to `tokens` tokens at session.position can overwrite (issued on the

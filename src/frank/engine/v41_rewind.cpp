@@ -4,43 +4,25 @@
 
 #include <algorithm>
 
-#include "frank/core/error.h"
-
 namespace frank::engine {
-namespace {
 
-// Groups closed by the tokens before `position`: group g holds positions g*ratio .. (g+1)*ratio-1
-// (pool_groups), so the tokens start .. start+keep-1 close closed_groups(start+keep) -
-// closed_groups(start) of them.
-int64_t closed_groups(int64_t position, int ratio) { return position / ratio; }
-
-// Throws unless `session` can be taken back to `keep` tokens of the call `before` was taken for.
-void check_continuation(const model::V41Config& c, const V41CallCheckpoint& before, const V41Session& session,
-                        int64_t keep) {
-  const int64_t start = before.position, n = static_cast<int64_t>(before.ids.size());
-  if (keep < 0 || keep > n || session.position < start + keep || session.position > start + n)
-    throw Error(fmt::format("V4.1 rewind: cannot keep {} tokens of the {}-token call at {} from position {}", keep, n,
-                            start, session.position));
-  if (session.windows.size() != before.window_rows.size() || session.sources.size() != before.sources.size())
-    throw Error("V4.1 rewind: the checkpoint was taken of another model's session");
-  for (size_t l = 0; l < session.sources.size(); ++l) {
-    const auto& source = session.sources[l];
-    if (!source) continue;
-    const int ratio = c.compress_ratio[l];
-    const int64_t kept = before.sources[l]->n_entries + closed_groups(start + keep, ratio) - closed_groups(start, ratio);
-    const bool record_fits = ratio == 1 || (source->last_call.start == start && source->last_call.tokens == n);
-    if (source->n_entries < kept || !record_fits)
-      throw Error("V4.1 rewind: the session's last forward call is not the one after the checkpoint");
-  }
+void check_v41_rewindable(const model::V41Config& c, int64_t tokens) {
+  if (tokens > c.sliding_window)
+    throw Error(fmt::format("a verify call of {} tokens cannot be rewound: the window holds {}", tokens,
+                            c.sliding_window));
 }
 
-}  // namespace
+EngramHistory v41_kept_engram(const model::V41Config& c, const model::EngramLayout& layout,
+                              const EngramHistory& before, std::span<const int32_t> kept) {
+  EngramHistory history = before;
+  if (!c.engram.layer_ids.empty()) engram_advance(layout, kept, history);
+  return history;
+}
 
 V41CallCheckpoint take_v41_checkpoint(const V41Model& model, const V41Session& session, std::span<const int32_t> ids) {
   const model::V41Config& c = model.config();
   const int64_t n = static_cast<int64_t>(ids.size()), window = c.sliding_window, hd = c.head_dim;
-  if (n > window)
-    throw Error(fmt::format("a verify call of {} tokens cannot be rewound: the window holds {}", n, window));
+  check_v41_rewindable(c, n);
   V41CallCheckpoint checkpoint{session.position, {ids.begin(), ids.end()}, {}, {}, session.engram};
   for (const auto& ring : session.windows) {
     Tensor rows({n, hd});
@@ -57,7 +39,9 @@ V41CallCheckpoint take_v41_checkpoint(const V41Model& model, const V41Session& s
 
 void v41_rewind(const V41Model& model, const V41CallCheckpoint& before, V41Session& session, int64_t keep) {
   const model::V41Config& c = model.config();
-  check_continuation(c, before, session, keep);
+  if (session.windows.size() != before.window_rows.size())
+    throw Error("V4.1 rewind: the checkpoint was taken of another model's session");
+  check_v41_continuation(c, before, session, keep);
   const int64_t start = before.position, n = static_cast<int64_t>(before.ids.size());
   const int64_t window = c.sliding_window, hd = c.head_dim;
 
@@ -71,7 +55,7 @@ void v41_rewind(const V41Model& model, const V41CallCheckpoint& before, V41Sessi
     V41SourceState& source = *session.sources[l];
     const V41SourceMark& mark = *before.sources[l];
     const int ratio = c.compress_ratio[l];
-    const int64_t kept = mark.n_entries + closed_groups(start + keep, ratio) - closed_groups(start, ratio);
+    const int64_t kept = v41_kept_entries(mark.n_entries, start, keep, ratio);
     const int64_t key_width = source.n_entries == 0 ? 0 : static_cast<int64_t>(source.index_keys.size()) / source.n_entries;
     source.entries.resize(static_cast<size_t>(kept * hd));
     source.index_keys.resize(static_cast<size_t>(kept * key_width));
@@ -89,8 +73,8 @@ void v41_rewind(const V41Model& model, const V41CallCheckpoint& before, V41Sessi
         source.close_group();
   }
 
-  session.engram = before.engram;
-  if (!c.engram.layer_ids.empty()) engram_advance(model.engram(), std::span(before.ids).first(static_cast<size_t>(keep)), session.engram);
+  session.engram =
+      v41_kept_engram(c, model.engram(), before.engram, std::span(before.ids).first(static_cast<size_t>(keep)));
   session.position = start + keep;
 }
 

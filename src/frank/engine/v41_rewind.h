@@ -14,6 +14,9 @@
 #include <span>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "frank/core/error.h"
 #include "frank/core/tensor.h"
 #include "frank/engine/engram.h"
 #include "frank/engine/v41_model.h"
@@ -38,6 +41,52 @@ struct V41CallCheckpoint {
   std::vector<std::optional<V41SourceMark>> sources;  // per layer; set for KV sources
   EngramHistory engram;
 };
+
+// Groups closed by the tokens before `position`: group g holds positions g*ratio .. (g+1)*ratio-1
+// (pool_groups), so the tokens start .. start+keep-1 close v41_closed_groups(start+keep) -
+// v41_closed_groups(start) of them.
+inline int64_t v41_closed_groups(int64_t position, int ratio) { return position / ratio; }
+
+// The entry count of a KV source that held `before` entries at `start`, once the first `keep`
+// tokens of a call from there are kept.
+inline int64_t v41_kept_entries(int64_t before, int64_t start, int64_t keep, int ratio) {
+  return before + v41_closed_groups(start + keep, ratio) - v41_closed_groups(start, ratio);
+}
+
+// Throws frank::Error unless `session` can be taken back to `keep` tokens of the call `before` was
+// taken for: keep within the call, the session after it or after a rewind of it to no fewer, and
+// every source's entries and last-call record (ratio 2) those of that call. Shared by the CPU
+// rewind and the device one (cuda/device_v41_checkpoint.h): a Checkpoint has position, ids and
+// per layer sources (optional, with n_entries); a Session has position and per layer sources
+// (optional, with n_entries and last_call.start / .tokens).
+template <class Checkpoint, class Session>
+void check_v41_continuation(const model::V41Config& c, const Checkpoint& before, const Session& session,
+                            int64_t keep) {
+  const int64_t start = before.position, n = static_cast<int64_t>(before.ids.size());
+  if (keep < 0 || keep > n || session.position < start + keep || session.position > start + n)
+    throw Error(fmt::format("V4.1 rewind: cannot keep {} tokens of the {}-token call at {} from position {}", keep, n,
+                            start, session.position));
+  if (session.sources.size() != before.sources.size())
+    throw Error("V4.1 rewind: the checkpoint was taken of another model's session");
+  for (size_t l = 0; l < session.sources.size(); ++l) {
+    const auto& source = session.sources[l];
+    if (!source) continue;
+    const int ratio = c.compress_ratio[l];
+    const int64_t kept = v41_kept_entries(before.sources[l]->n_entries, start, keep, ratio);
+    const bool record_fits = ratio == 1 || (source->last_call.start == start && source->last_call.tokens == n);
+    if (source->n_entries < kept || !record_fits)
+      throw Error("V4.1 rewind: the session's last forward call is not the one after the checkpoint");
+  }
+}
+
+// Throws frank::Error for a call of more tokens than the window (its own rows would overwrite each
+// other in the rings, so no prefix of it could be restored); shared with the device checkpoint.
+void check_v41_rewindable(const model::V41Config& c, int64_t tokens);
+
+// The Engram look-back once the `kept` ids of a call have been fed after `before` (unchanged
+// without Engram layers).
+EngramHistory v41_kept_engram(const model::V41Config& c, const model::EngramLayout& layout,
+                              const EngramHistory& before, std::span<const int32_t> kept);
 
 // Throws frank::Error for a call longer than the window: its own rows would overwrite each other in
 // the rings, so no prefix of it could be restored.

@@ -17,6 +17,11 @@
 
 namespace frank::engine {
 
+// A V4.1 target's answer to a call that asks for streams (CPU and CUDA targets alike).
+inline void refuse_v41_streams(const Tensor* streams) {
+  if (streams != nullptr) throw Error("the V4.1 verify target gives no residual streams (no drafter reads them)");
+}
+
 class CpuV41VerifyTarget : public VerifyTarget {
  public:
   CpuV41VerifyTarget(const V41Model& model, V41Session& session, bool with_features = false)
@@ -25,12 +30,12 @@ class CpuV41VerifyTarget : public VerifyTarget {
   int64_t position() const override { return session_.position; }
   int max_verify_tokens() const override { return model_.config().sliding_window; }
   Tensor forward(std::span<const int32_t> ids, Model::Logits logits, Tensor* streams) override {
-    refuse_streams(streams);
+    refuse_v41_streams(streams);
     features_start_ = session_.position;
     return model_.forward(session_, ids, logits, with_features_ ? &features_ : nullptr);
   }
   Tensor verify(std::span<const int32_t> ids, Tensor* streams) override {
-    refuse_streams(streams);
+    refuse_v41_streams(streams);
     before_ = take_v41_checkpoint(model_, session_, ids);
     features_start_ = session_.position;
     return model_.forward(session_, ids, Model::Logits::All, with_features_ ? &features_ : nullptr);
@@ -43,10 +48,6 @@ class CpuV41VerifyTarget : public VerifyTarget {
   int64_t last_features_start() const { return features_start_; }
 
  private:
-  static void refuse_streams(const Tensor* streams) {
-    if (streams != nullptr) throw Error("the V4.1 verify target gives no residual streams (no drafter reads them)");
-  }
-
   const V41Model& model_;
   V41Session& session_;
   V41CallCheckpoint before_;  // what the last verify call overwrote
