@@ -349,9 +349,10 @@ int64_t attend_scratch_floats(int n, int H, int hd) {
 
 namespace {
 
-// Launches attend_kernel (and merge_kernel) over a's n tokens; a's splits and scratch fields are
-// filled in here. The pointers and shapes were checked by the caller.
+// Launches attend_kernel (and merge_kernel) over a's n tokens, after checking what attend and
+// attend_block share (the caller checked the rest); a's split and scratch fields are filled in here.
 cudaError_t launch_attend(AttendArgs a, int n, float* scratch, cudaStream_t stream) {
+  // Whole float4s per head row, at most kMaxHeadDim; rows 16-byte aligned at their start.
   if (!servable(a.layout) || !aligned16(a.q) || !aligned16(a.out) || !aligned16(a.ring) || !aligned16(a.chunk_rows))
     return cudaErrorInvalidValue;
   const int hd = a.layout.dim;
