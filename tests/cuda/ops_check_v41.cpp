@@ -1,8 +1,8 @@
 // Checks of DeepSeek-V4.1's CUDA ops (frank/cuda/v41_ops.cuh) against the CPU reference:
 // CpuOps::hc_map / hc_collapse, engine::fake_quant (bit for bit), engine::engram_gather /
 // engram_mix (through cuda::linear, as the forward runs them), CpuOps::pool_groups over a run
-// of chunks that start and end inside groups, and CpuOps::stream_mean (DSpark's features, bit for
-// bit).
+// of chunks that start and end inside groups, CpuOps::stream_mean (DSpark's features, bit for
+// bit), and DSpark's CpuOps::hc_sum and attend_block.
 //
 // Outputs start poisoned with NaN (ops_check_util.h), so an element a kernel fails to write fails
 // the check.
@@ -27,6 +27,7 @@
 #include "frank/engine/engram.h"
 #include "frank/engine/fake_quant.h"
 #include "frank/engine/kv_record.h"
+#include "frank/engine/rope.h"
 #include "frank/model/weights_v41.h"
 #include "ops_check.h"
 #include "ops_check_util.h"
@@ -42,6 +43,9 @@ using frank::Tensor;
 
 // fp32 accumulation against the double-accumulating reference, as ops_check_dense.cpp's hc_pre.
 constexpr double kTol = 1e-4;
+// Attention: fp32 online softmax against the double-accumulating reference, as
+// ops_check_attention.cpp's attend.
+constexpr double kAttendTol = 1e-4;
 // V4.1's norm epsilon (dsv41-model.md §1), used at the real shapes.
 constexpr float kV41Eps = 1e-20f;
 
@@ -464,6 +468,96 @@ int check_stream_mean_all(Random& rng) {
   return failures;
 }
 
+// ---- DSpark: hc_sum and attend_block ------------------------------------------------------------
+
+// hc_sum against CpuOps::hc_sum, with the reference's mix or none (stream 0: bit for bit, but held
+// to the same bound): hc_collapse's sum before its norm, so hc_collapse's tolerance.
+int check_hc_sum(Random& rng, int N, int D, int n, int first, bool with_mix) {
+  const auto c = hc_config(N, D);
+  const int64_t K = int64_t{N} * D;
+  const auto w = make_hc_weights(rng, N, D, (2 + N) * N, 3);
+  const std::vector<float> streams = rng.vec(static_cast<size_t>(n * K), -1.0f, 1.0f);
+  const Tensor st({n, K}, streams);
+  const CpuOps ops;
+  const CpuOps::Mix mix = ops.hc_map(w, st, c);
+  const std::vector<float> want = ops.hc_sum(st, with_mix ? &mix : nullptr, first, c).data;
+  const std::vector<float> mix_values = flatten(mix);
+
+  DeviceBuffer<float> d_streams(streams.size()), d_mix(mix_values.size()), d_out(std::max<size_t>(want.size(), 1));
+  upload(d_streams, streams);
+  upload(d_mix, mix_values);
+  poison(d_out);
+  finish(cuda::hc_sum(d_streams.get(), n, N, D, with_mix ? d_mix.get() : nullptr, first, d_out.get(), nullptr));
+  std::vector<float> got = download(d_out);
+  got.resize(want.size());
+  return report("hc_sum", format("N=%d D=%d n=%d first=%d %s", N, D, n, first, with_mix ? "mix" : "stream 0").c_str(),
+                max_scaled_error(got, want), kTol);
+}
+
+// attend_block against CpuOps::attend_block on fp32 rows (the records DSpark's rings hold): a
+// block of n rows at `start` over a ring of W rows of which the positions [start - W, start) are
+// live (a random ring: rows of other positions must not be read). attend's tolerance (fp32 online
+// softmax against the double-accumulating reference: ops_check_attention.cpp's kTol).
+int check_attend_block(Random& rng, int H, int hd, int rope_dims, int W, int n, int64_t start) {
+  const frank::engine::RopeTable rope(frank::model::RopeSpec{10000.0}, rope_dims);
+  const std::vector<float> q = rng.vec(static_cast<size_t>(n) * H * hd, -3.0f, 3.0f);
+  const std::vector<float> kv = rng.vec(static_cast<size_t>(n) * hd, -1.0f, 1.0f);
+  const std::vector<float> ring = rng.vec(static_cast<size_t>(W) * hd, -1.0f, 1.0f);
+  const std::vector<float> sinks = rng.vec(H, -2.0f, 4.0f);
+  const std::vector<float> want = CpuOps()
+                                      .attend_block(Tensor({n, int64_t{H} * hd}, q), Tensor({n, hd}, kv), ring, start,
+                                                    W, Tensor({H}, sinks), rope)
+                                      .data;
+
+  const frank::engine::KvRowLayout layout = frank::engine::kv_row_layout(frank::engine::KvFormat::F32, hd, rope_dims);
+  DeviceBuffer<float> d_q(q.size()), d_kv(kv.size()), d_ring(ring.size()), d_sinks(H), d_out(want.size());
+  DeviceBuffer<float> d_inv_freq(std::max<size_t>(rope.inv_freq().size(), 1));
+  DeviceBuffer<float> d_scratch(static_cast<size_t>(std::max<int64_t>(cuda::attend_scratch_floats(n, H, hd), 1)));
+  upload(d_q, q);
+  upload(d_kv, kv);
+  upload(d_ring, ring);
+  upload(d_sinks, sinks);
+  upload(d_inv_freq, rope.inv_freq());
+  poison(d_out);
+  poison(d_scratch);
+  DevicePosition position;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  finish(cuda::attend_block(d_q.get(), n, H, layout, reinterpret_cast<const uint8_t*>(d_ring.get()), W,
+                            reinterpret_cast<const uint8_t*>(d_kv.get()), position.at(start), d_sinks.get(), scale,
+                            d_inv_freq.get(), rope_dims / 2, d_out.get(), d_scratch.get(), nullptr));
+  return report("attend_block",
+                format("H=%d hd=%d W=%d n=%d start=%lld", H, hd, W, n, static_cast<long long>(start)).c_str(),
+                max_scaled_error(download(d_out), want), kAttendTol);
+}
+
+int check_dspark_all(Random& rng) {
+  int failures = 0;
+  for (bool with_mix : {true, false}) {
+    failures += check_hc_sum(rng, 2, 37, 3, 0, with_mix);
+    failures += check_hc_sum(rng, 2, 4099, 2, 1, with_mix);
+    failures += check_hc_sum(rng, 4, 5120, 16, 0, with_mix);  // V4.1's hidden, a block of 16
+  }
+  // Blocks at the start (no ring rows), inside the first window, past it (the ring wrapped, its
+  // oldest live row anywhere), with 4, 2 and 1 heads a warp; few rows over many keys split them
+  // over blocks; the real shapes (64 heads of 512, window 128) with the fixture's block of 5 and 16.
+  failures += check_attend_block(rng, 4, 64, 16, 8, 5, 0);
+  failures += check_attend_block(rng, 4, 64, 16, 8, 5, 3);
+  failures += check_attend_block(rng, 2, 32, 8, 8, 3, 8);
+  failures += check_attend_block(rng, 3, 100, 20, 8, 5, 29);
+  failures += check_attend_block(rng, 4, 64, 16, 128, 2, 1000);
+  failures += check_attend_block(rng, 64, 512, 64, 128, 5, 70);
+  failures += check_attend_block(rng, 64, 512, 64, 128, 16, 4321);
+  DeviceBuffer<float> d(64);
+  DevicePosition position;
+  float* p = d.get();
+  const auto* u = reinterpret_cast<const uint8_t*>(p);
+  const frank::engine::KvRowLayout l8 = frank::engine::kv_row_layout(frank::engine::KvFormat::F32, 8, 0);
+  failures += refused("attend_block", "W = 0 refused",
+                      cuda::attend_block(p, 1, 1, l8, u, 0, u, position.at(0), p, 1.f, p, 0, p, nullptr, nullptr));
+  failures += refused("hc_sum", "first > n refused", cuda::hc_sum(p, 2, 2, 16, nullptr, 3, p, nullptr));
+  return failures;
+}
+
 }  // namespace
 
 int check_v41_ops(uint64_t seed) {
@@ -473,6 +567,7 @@ int check_v41_ops(uint64_t seed) {
   failures += check_pool_all(rng);
   failures += check_engram_all(rng);
   failures += check_stream_mean_all(rng);
+  failures += check_dspark_all(rng);
   return failures;
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,25 @@ inline model::LoadedV41Model load_dspark_fixture_model() {
 inline nlohmann::json dspark_golden() {
   std::ifstream in(dspark_fixture_dir() / "golden.json");
   return nlohmann::json::parse(in);
+}
+
+// What the drafter tests read of golden.json: the sequence, the anchors, the vocabulary and the
+// features' width (n_targets * hidden).
+struct DSparkGolden {
+  std::vector<int32_t> ids;
+  std::vector<int> anchors;
+  int64_t vocab = 0, width = 0;
+};
+
+inline DSparkGolden dspark_golden_data() {
+  const auto j = dspark_golden();
+  DSparkGolden g;
+  g.ids = j.at("ids").get<std::vector<int32_t>>();
+  g.anchors = j.at("anchors").get<std::vector<int>>();
+  g.vocab = j.at("vocab_size").get<int64_t>();
+  g.width = j.at("hidden_size").get<int64_t>() *
+            static_cast<int64_t>(j.at("settings").at("dspark_target_layer_ids").size());
+  return g;
 }
 
 // A little-endian 4-byte-element file of the fixture, which must hold exactly `count` elements.

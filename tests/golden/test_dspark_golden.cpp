@@ -27,23 +27,6 @@ namespace {
 constexpr double kRelTolerance = 1e-4;
 constexpr double kConfidenceTolerance = 1e-5;
 
-struct Golden {
-  std::vector<int32_t> ids;
-  std::vector<int> anchors;
-  int64_t vocab = 0, width = 0;  // width: n_targets * hidden
-};
-
-Golden golden() {
-  const auto j = test::dspark_golden();
-  Golden g;
-  g.ids = j.at("ids").get<std::vector<int32_t>>();
-  g.anchors = j.at("anchors").get<std::vector<int>>();
-  g.vocab = j.at("vocab_size").get<int64_t>();
-  g.width = j.at("hidden_size").get<int64_t>() *
-            static_cast<int64_t>(j.at("settings").at("dspark_target_layer_ids").size());
-  return g;
-}
-
 // max over i of |got - want| / max(1, |want|).
 double max_scaled_diff(std::span<const float> got, std::span<const float> want) {
   EXPECT_EQ(got.size(), want.size());
@@ -68,7 +51,7 @@ Tensor features_of(const V41Model& model, std::span<const int32_t> ids, int64_t 
 // Features read one shot, in chunks of 5 and one token at a time all equal the fixture's; reading
 // them changes no logit.
 TEST(DSparkGolden, TargetFeaturesMatchTheReference) {
-  const Golden g = golden();
+  const test::DSparkGolden g = test::dspark_golden_data();
   const V41Model model(test::load_dspark_fixture_model());
   const auto want = test::read_dspark_file<float>("features.f32", g.ids.size() * g.width);
   for (int64_t chunk : {static_cast<int64_t>(g.ids.size()), int64_t{5}, int64_t{1}}) {
@@ -88,7 +71,7 @@ TEST(DSparkGolden, TargetFeaturesMatchTheReference) {
 // The drafter at every anchor p of the fixture: the context rings filled with positions 0..p (fed
 // in pieces up to each anchor), the block [ids[p+1], noise x4], its chained drafts.
 void check_drafts(const char* what, const V41Model& model, const Tensor& features) {
-  const Golden g = golden();
+  const test::DSparkGolden g = test::dspark_golden_data();
   const DSpark dspark(model);
   const int B = dspark.config().block_size;
   const size_t A = g.anchors.size();
@@ -117,7 +100,7 @@ void check_drafts(const char* what, const V41Model& model, const Tensor& feature
 
 // From the fixture's own features: the drafter alone.
 TEST(DSparkGolden, DraftsFromReferenceFeaturesMatch) {
-  const Golden g = golden();
+  const test::DSparkGolden g = test::dspark_golden_data();
   const V41Model model(test::load_dspark_fixture_model());
   const auto f = test::read_dspark_file<float>("features.f32", g.ids.size() * g.width);
   check_drafts("reference features", model, Tensor({static_cast<int64_t>(g.ids.size()), g.width}, f));
@@ -125,7 +108,7 @@ TEST(DSparkGolden, DraftsFromReferenceFeaturesMatch) {
 
 // End to end: the features frank's target computes, one token at a time.
 TEST(DSparkGolden, DraftsFromEngineFeaturesMatch) {
-  const Golden g = golden();
+  const test::DSparkGolden g = test::dspark_golden_data();
   const V41Model model(test::load_dspark_fixture_model());
   check_drafts("engine features", model, features_of(model, g.ids, 1));
 }

@@ -15,6 +15,11 @@
 // number of keys works (HCA's entry count grows with the context) with fixed shared memory. Keys
 // are read in their stored format (kv_rows.cuh) and dequantised into those registers: the sums
 // stay fp32.
+//
+// attend_block (DSpark's block, v41_ops.cuh) is the same kernel with another key list: every row
+// of the block sees the ring's rows of the W positions before the block and all of the block's
+// rows, so its keys are the window keys of the block's last row with their first one moved back to
+// W before the block's start (AttendArgs::block_rows).
 #include <cmath>
 #include <cstdint>
 
@@ -98,6 +103,7 @@ struct AttendArgs {
   int splits;
   float* part_acc;  // splits > 1: [(t*H + h)*splits + s][hd]
   float* part_ml;   // splits > 1: [(t*H + h)*splits + s][2]: m, l
+  int block_rows;   // 0: each token's causal window; else DSpark's block of that many rows (attend_block)
 };
 
 __device__ float4 axpby(float4 x, float a, float4 y, float b) {
@@ -193,9 +199,12 @@ __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
   const int h0 = blockIdx.x / a.splits % groups * G;
   const int warp = threadIdx.x / 32, hd4 = a.hd / 4;
   const int64_t start = *a.start_at, pos = start + t;
-  KeyList keys{a.ring,    a.W,     a.chunk_rows, start, pos - a.W + 1 > 0 ? pos - a.W + 1 : 0,
-               0,         a.entries, nullptr,     a.layout.row_bytes};
-  keys.n_window = static_cast<int>(pos - keys.lo + 1);
+  // Window keys from, to: (pos - W, pos], or for a block [start - W, its last row].
+  const int64_t from = a.block_rows > 0 ? start - a.W : pos - a.W + 1;
+  const int64_t to = a.block_rows > 0 ? start + a.block_rows - 1 : pos;
+  KeyList keys{a.ring,    a.W,       a.chunk_rows, start, from > 0 ? from : 0,
+               0,         a.entries, nullptr,      a.layout.row_bytes};
+  keys.n_window = static_cast<int>(to - keys.lo + 1);
   int n_comp = 0;
   if (a.ratio > 0) {
     if (a.selected) keys.selected = a.selected + static_cast<int64_t>(t) * a.k_sel;
@@ -338,40 +347,61 @@ int64_t attend_scratch_floats(int n, int H, int hd) {
   return s > 1 ? int64_t{n} * H * s * (hd + 2) : 0;
 }
 
+namespace {
+
+// Launches attend_kernel (and merge_kernel) over a's n tokens, after checking what attend and
+// attend_block share (the caller checked the rest); a's split and scratch fields are filled in here.
+cudaError_t launch_attend(AttendArgs a, int n, float* scratch, cudaStream_t stream) {
+  // Whole float4s per head row, at most kMaxHeadDim; rows 16-byte aligned at their start.
+  if (!servable(a.layout) || !aligned16(a.q) || !aligned16(a.out) || !aligned16(a.ring) || !aligned16(a.chunk_rows))
+    return cudaErrorInvalidValue;
+  const int hd = a.layout.dim;
+  if (a.pairs < 0 || (a.pairs > 0 && !a.inv_freq) || 2 * a.pairs > hd || (hd - 2 * a.pairs) % 4 != 0)
+    return cudaErrorInvalidValue;
+  if (static_cast<int64_t>(n) * a.H * kMaxSplits > INT32_MAX) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  // As many splits as max_splits allows, whatever the key count: the position (so the key count)
+  // is known only on the device, and the same launch must serve every position of a graph. A
+  // split left without keys adds an empty state to the merge.
+  a.splits = max_splits(n, a.H);
+  if (a.splits > 1 && (!scratch || !aligned16(scratch))) return cudaErrorInvalidValue;
+  const int64_t parts = int64_t{n} * a.H * a.splits;
+  a.part_acc = scratch;
+  a.part_ml = a.splits > 1 ? scratch + parts * hd : nullptr;
+  const int G = heads_per_warp(a.H);
+  const dim3 grid(static_cast<unsigned>(parts / G));
+  const cudaError_t e = with_kv_format(a.layout.format, [&](auto format) {
+    constexpr KvFormat F = decltype(format)::value;
+    return G == 4   ? launch_dependent(attend_kernel<F, 4>, grid, dim3(kWarps * 32), 0, stream, a)
+           : G == 2 ? launch_dependent(attend_kernel<F, 2>, grid, dim3(kWarps * 32), 0, stream, a)
+                    : launch_dependent(attend_kernel<F, 1>, grid, dim3(kWarps * 32), 0, stream, a);
+  });
+  if (e || a.splits == 1) return e;
+  return launch_dependent(merge_kernel, dim3(static_cast<unsigned>(int64_t{n} * a.H)), dim3(kMergeThreads), 0, stream,
+                          a);
+}
+
+}  // namespace
+
 cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
                    const uint8_t* chunk_rows, const int64_t* start, const uint8_t* entries, int compress_ratio,
                    const int32_t* selected, int k_sel, const float* sinks, float scale, const float* inv_freq,
                    int pairs, float* out, float* scratch, cudaStream_t stream) {
   if (!q || !ring || !chunk_rows || !start || !sinks || !out || n < 0 || H < 1 || W < 1 || compress_ratio < 0)
     return cudaErrorInvalidValue;
-  // Whole float4s per head row, at most kMaxHeadDim; rows 16-byte aligned at their start.
-  if (!servable(layout) || !aligned16(q) || !aligned16(out) || !aligned16(ring) || !aligned16(chunk_rows))
-    return cudaErrorInvalidValue;
-  const int hd = layout.dim;
-  if (pairs < 0 || (pairs > 0 && !inv_freq) || 2 * pairs > hd || (hd - 2 * pairs) % 4 != 0)
-    return cudaErrorInvalidValue;
   if (compress_ratio > 0 && (!entries || !aligned16(entries) || (selected && k_sel < 0))) return cudaErrorInvalidValue;
-  if (static_cast<int64_t>(n) * H * kMaxSplits > INT32_MAX) return cudaErrorInvalidValue;
-  if (n == 0) return cudaSuccess;
-  // As many splits as max_splits allows, whatever the key count: the position (so the key count)
-  // is known only on the device, and the same launch must serve every position of a graph. A
-  // split left without keys adds an empty state to the merge.
-  const int splits = max_splits(n, H);
-  if (splits > 1 && (!scratch || !aligned16(scratch))) return cudaErrorInvalidValue;
-  const int64_t parts = int64_t{n} * H * splits;
-  const AttendArgs a{q,     H,     hd,       layout,   ring,     W,   chunk_rows, start,  entries,
-                     compress_ratio, selected, k_sel, sinks, scale, inv_freq, pairs, out,   splits,
-                     scratch, splits > 1 ? scratch + parts * hd : nullptr};
-  const int G = heads_per_warp(H);
-  const dim3 grid(static_cast<unsigned>(parts / G));
-  const cudaError_t e = with_kv_format(layout.format, [&](auto format) {
-    constexpr KvFormat F = decltype(format)::value;
-    return G == 4   ? launch_dependent(attend_kernel<F, 4>, grid, dim3(kWarps * 32), 0, stream, a)
-           : G == 2 ? launch_dependent(attend_kernel<F, 2>, grid, dim3(kWarps * 32), 0, stream, a)
-                    : launch_dependent(attend_kernel<F, 1>, grid, dim3(kWarps * 32), 0, stream, a);
-  });
-  if (e || splits == 1) return e;
-  return launch_dependent(merge_kernel, dim3(static_cast<unsigned>(int64_t{n} * H)), dim3(kMergeThreads), 0, stream, a);
+  return launch_attend({q, H, layout.dim, layout, ring, W, chunk_rows, start, entries, compress_ratio, selected, k_sel,
+                        sinks, scale, inv_freq, pairs, out, 0, nullptr, nullptr, 0},
+                       n, scratch, stream);
+}
+
+cudaError_t attend_block(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
+                         const uint8_t* block_rows, const int64_t* start, const float* sinks, float scale,
+                         const float* inv_freq, int pairs, float* out, float* scratch, cudaStream_t stream) {
+  if (!q || !ring || !block_rows || !start || !sinks || !out || n < 0 || H < 1 || W < 1) return cudaErrorInvalidValue;
+  return launch_attend({q, H, layout.dim, layout, ring, W, block_rows, start, nullptr, 0, nullptr, 0, sinks, scale,
+                        inv_freq, pairs, out, 0, nullptr, nullptr, n},
+                       n, scratch, stream);
 }
 
 }  // namespace frank::cuda

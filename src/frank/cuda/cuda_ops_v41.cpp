@@ -239,4 +239,84 @@ void CudaV41Ops::window_store(Array& ring, const Array& kv, int64_t, int window)
         "window_store");
 }
 
+CudaOps::Array CudaV41Ops::hc_sum(const Array& streams, const Mix* mix, int64_t first,
+                                  const model::CommonConfig& c) const {
+  const ScopedOp timed(profile_, "hc_sum", stream_);
+  if (mix != nullptr) wait_for_mix(mix->data());
+  Array out({streams.rows() - first, c.hidden_size}, stream_);
+  check(cuda::hc_sum(streams.data(), static_cast<int>(streams.rows()), c.hc_mult, c.hidden_size,
+                     mix != nullptr ? mix->data() : nullptr, static_cast<int>(first), out.data(), stream_),
+        "hc_sum");
+  return out;
+}
+
+CudaOps::Array CudaV41Ops::attend_block(const Array& q, const Array& kv, const Array& ring, int64_t start, int window,
+                                        const Tensor& sinks, const engine::RopeTable& rope) const {
+  const ScopedOp timed(profile_, "attend_block", stream_);
+  const int hd = static_cast<int>(kv.cols()), H = static_cast<int>(q.cols() / hd), n = static_cast<int>(q.rows());
+  const int pairs = static_cast<int>(rope.inv_freq().size());
+  const KvRowLayout layout = engine::kv_row_layout(KvFormat::F32, hd, 2 * pairs);  // as attend_v41's rows
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  count(0, static_cast<double>((std::min<int64_t>(start, window) + n) * layout.row_bytes));
+  Array out({n, int64_t{H} * hd}, stream_);
+  const int64_t scratch_floats = attend_scratch_floats(n, H, hd);
+  Array scratch;
+  if (scratch_floats > 0) scratch = Array({scratch_floats}, stream_);
+  check(cuda::attend_block(q.data(), n, H, layout, reinterpret_cast<const uint8_t*>(ring.data()), window,
+                           reinterpret_cast<const uint8_t*>(kv.data()), position_.device, w_.tensor(sinks), scale,
+                           w_.inv_freq(rope), pairs, out.data(), scratch.data(), stream_),
+        "attend_block");
+  return out;
+}
+
+CudaOps::Array CudaV41Ops::rows(const Array& x, int64_t first, int64_t n) const {
+  if (first < 0 || n < 0 || first + n > x.rows()) throw Error("CUDA rows: outside the array");
+  Array out({n, x.cols()}, stream_);
+  if (n > 0)
+    check(cudaMemcpyAsync(out.data(), x.data() + first * x.cols(), out.bytes(), cudaMemcpyDeviceToDevice, stream_),
+          "rows");
+  return out;
+}
+
+CudaOps::Array CudaV41Ops::stack_rows(std::span<const Array> parts) const {
+  const int64_t width = parts.empty() ? 0 : parts.front().cols();
+  int64_t n = 0;
+  for (const Array& p : parts) {
+    if (p.cols() != width) throw Error("CUDA stack_rows: parts of different widths");
+    n += p.rows();
+  }
+  Array out({n, width}, stream_);
+  int64_t at = 0;
+  for (const Array& p : parts) {
+    if (!p.empty())
+      check(cudaMemcpyAsync(out.data() + at * width, p.data(), p.bytes(), cudaMemcpyDeviceToDevice, stream_),
+            "stack_rows");
+    at += p.rows();
+  }
+  return out;
+}
+
+CudaOps::Array CudaV41Ops::concat_cols(const Array& a, const Array& b) const {
+  if (a.rows() != b.rows()) throw Error("CUDA concat_cols: arrays of different rows");
+  const int64_t n = a.rows(), width = a.cols() + b.cols();
+  Array out({n, width}, stream_);
+  const size_t pitch = static_cast<size_t>(width) * sizeof(float);
+  for (const auto& [part, at] : {std::pair{&a, int64_t{0}}, std::pair{&b, a.cols()}})
+    if (!part->empty())
+      check(cudaMemcpy2DAsync(out.data() + at, pitch, part->data(), static_cast<size_t>(part->cols()) * sizeof(float),
+                              static_cast<size_t>(part->cols()) * sizeof(float), static_cast<size_t>(n),
+                              cudaMemcpyDeviceToDevice, stream_),
+            "concat_cols");
+  return out;
+}
+
+CudaOps::Ids CudaV41Ops::argmax_rows(const Array& logits) const {
+  const ScopedOp timed(profile_, "argmax_rows", stream_);
+  Ids ids{{}, DeviceArray<int32_t>({logits.rows()}, stream_), {}};
+  if (!logits.empty())
+    check(cuda::argmax_rows(logits.data(), static_cast<int>(logits.rows()), logits.cols(), ids.device.data(), stream_),
+          "argmax_rows");
+  return ids;
+}
+
 }  // namespace frank::cuda

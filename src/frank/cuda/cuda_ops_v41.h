@@ -8,6 +8,7 @@
 // closes, the entries published so far) are known when its ops are issued.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "frank/cuda/cuda_ops.h"
@@ -79,6 +80,14 @@ struct SideStream {
   cudaEvent_t mix_ready = nullptr;      // side stream: hc_map's mix is written
 };
 
+// DSpark's context rings in device memory (engine::DSparkState): per stage, the fp32 K=V rows
+// (FP8-rounded by the forward) of the last sliding_window observed positions, position p in row
+// p % window. Copyable (deep, stream-ordered), so a drafter can keep one for a rollback.
+struct DeviceDSparkState {
+  int64_t position = 0;  // context rows written = the position of the next target token
+  std::vector<DeviceArray<float>> rings;  // per stage: [sliding_window, head_dim]
+};
+
 class CudaV41Ops : public CudaOps {
  public:
   using CudaOps::CudaOps;
@@ -86,6 +95,7 @@ class CudaV41Ops : public CudaOps {
   using V41Source = DeviceV41Source;
   using EngramRows = DeviceEngramRows;
   using Candidates = DeviceCandidates;
+  using DSparkState = DeviceDSparkState;
   using CudaOps::window_store;
 
   // Reindexing layers select inside the candidate blocks with the fused kernel
@@ -117,6 +127,17 @@ class CudaV41Ops : public CudaOps {
   Array attend_v41(const Array& q, const Array& kv, const Array& ring, int64_t start, int window, const Tensor& sinks,
                    const engine::RopeTable& rope, const V41Source* entries, const Selection* selected) const;
   void window_store(Array& ring, const Array& kv, int64_t start, int window) const;
+
+  // DSpark (engine/dspark_forward.h): hc_collapse without the norm; the block attention (keys: the
+  // ring's W positions before `start` and all block rows); the Markov chain's small array ops.
+  Array hc_sum(const Array& streams, const Mix* mix, int64_t first, const model::CommonConfig& c) const;
+  Array attend_block(const Array& q, const Array& kv, const Array& ring, int64_t start, int window,
+                     const Tensor& sinks, const engine::RopeTable& rope) const;
+  Array rows(const Array& x, int64_t first, int64_t n) const;
+  Array stack_rows(std::span<const Array> parts) const;
+  Array concat_cols(const Array& a, const Array& b) const;
+  // Per row, the first maximum (argmax_rows, ops.cuh); device ids only (no host copy).
+  Ids argmax_rows(const Array& logits) const;
 
  private:
   // With the overlap on: the main stream waits for the hc_map issued on the side stream, if it is

@@ -43,7 +43,10 @@ class CudaV41Model {
   void set_mhc_overlap(bool on) { mhc_overlap_ = on; }
 
   const engine::V41Model& model() const { return model_; }
+  // The stream every call is issued on, and the weights in device memory (the DSpark drafter's
+  // too: cuda_dspark.h).
   cudaStream_t stream() const { return stream_; }
+  DeviceWeights& device_weights() { return weights_; }
   size_t weight_bytes() const { return weights_.bytes(); }
   const std::vector<StepTime>& step_times() const { return step_times_; }
 

@@ -26,7 +26,8 @@
 // Shapes whose scratch row cannot hold the partials of even one split (D < rows + 1; hc_map: more
 // than kMapScratch / (rows + 1) tokens) take one split without the sum of squares, into mix (hc_pre,
 // hc_map) or out (hc_head, D >= N); the finishing block then sums the squares itself.
-// hc_collapse needs no logits: collapse_kernel, one block per token, runs the collapse alone.
+// hc_collapse needs no logits: collapse_kernel, one block per token, runs the collapse alone; hc_sum
+// is the same kernel with the norm left out.
 #include <cstdint>
 
 #include "frank/cuda/hc_sinkhorn.cuh"
@@ -243,11 +244,12 @@ __device__ void collapse(const float* x, const float (&pre)[kMaxStreams], int N,
 }
 
 // One collapsing thread (tid < Threads, warps FirstWarp..) for tokens t0 .. t0+nt-1 of a.streams,
-// into rows o0 .. of a.out: out = RMSNorm(sum_j pre[j] * stream_j) * norm_weight (none: 1), with
+// into rows o0 .. of a.out: out = RMSNorm(sum_j pre[j] * stream_j) * norm_weight (none: 1), or
+// without Normalise the sum itself (its bits: scaling by 1 * 1 is exact), with
 // pre_of(t, pre) giving pre[0..N) of token t0 + t (0 past N). A thread keeps its first kHold
 // vectors in registers and stores the rest (D > kHold * V * Threads) unscaled, to rescale after
 // the norm. The arguments stay in the kernel's parameter space (a), not in registers.
-template <int V, int Threads, int FirstWarp, class PreOf>
+template <int V, int Threads, int FirstWarp, bool Normalise, class PreOf>
 __device__ void collapse_tokens(const Site& a, int t0, int o0, int nt, float* red, PreOf&& pre_of) {
   const int N = a.N, D = a.D, tid = threadIdx.x - 32 * FirstWarp, vectors = D / V;
   for (int t = 0; t < nt; ++t) {
@@ -283,7 +285,8 @@ __device__ void collapse_tokens(const Site& a, int t0, int o0, int nt, float* re
         for (int v = 0; v < V; ++v) w[h][v] = 1.0f;
       }
     }
-    const float inv_out = inv_rms(collapse_sum<Threads, FirstWarp>(sq_out, red), D, a.norm_eps);
+    const float sum_sq = collapse_sum<Threads, FirstWarp>(sq_out, red);  // block-wide: every thread takes part
+    const float inv_out = Normalise ? inv_rms(sum_sq, D, a.norm_eps) : 1.0f;
 #pragma unroll
     for (int h = 0; h < kHold; ++h) {  // s * inv_out * norm_weight, as cpu::rms_norm
       const int i = tid + h * Threads;
@@ -353,7 +356,7 @@ __device__ void finish(const Site& a, int t0, int nt, float base_value, float sc
     return;
   }
   if constexpr (M != Mode::Map)
-    collapse_tokens<V, kCollapseThreads, kMixWarps>(
+    collapse_tokens<V, kCollapseThreads, kMixWarps, true>(
         a, t0, t0, nt, red, [&](int t, float (&pre)[kMaxStreams]) {
           const float inv = inv_rms(sq[t], a.K, a.norm_eps);
 #pragma unroll
@@ -382,14 +385,14 @@ __global__ void __launch_bounds__(kThreads) site_kernel(Site a) {
 // hc_collapse, block b: token first + b of a.streams into row b of a.out (a's streams, N, D, K,
 // norm_weight, norm_eps and out), with pre from mix [n, 2N + N*N] or, mix null, stream 0: the
 // collapse with pre = (1, 0, ..), where fmaf(1, x, 0) = x and fmaf(0, y, x) = x for finite y, so its
-// bits pass through as the reference's do.
-template <int V>
+// bits pass through as the reference's do. Without Normalise: hc_sum (no norm).
+template <int V, bool Normalise>
 __global__ void __launch_bounds__(kCollapseThreads) collapse_kernel(Site a, const float* mix, int first) {
   follow_previous_kernel();
   __shared__ float red[kCollapseWarps];
   const int t = first + static_cast<int>(blockIdx.x);
   const float* pre_row = mix ? mix + int64_t{t} * (2 * a.N + a.N * a.N) : nullptr;
-  collapse_tokens<V, kCollapseThreads, 0>(a, t, static_cast<int>(blockIdx.x), 1, red, [&](int, float (&pre)[kMaxStreams]) {
+  collapse_tokens<V, kCollapseThreads, 0, Normalise>(a, t, static_cast<int>(blockIdx.x), 1, red, [&](int, float (&pre)[kMaxStreams]) {
 #pragma unroll
     for (int j = 0; j < kMaxStreams; ++j) pre[j] = j >= a.N ? 0.0f : pre_row ? pre_row[j] : j == 0 ? 1.0f : 0.0f;
   });
@@ -481,16 +484,32 @@ cudaError_t hc_map(const float* streams, int n, int N, int D, const float* fn, c
   return launch<Mode::Map>(a, stream);
 }
 
-cudaError_t hc_collapse(const float* streams, int n, int N, int D, const float* mix, int first,
-                        const float* norm_weight, float norm_eps, float* out, cudaStream_t stream) {
+namespace {
+
+// collapse_kernel over rows [first, n), with the norm (hc_collapse) or without (hc_sum).
+template <bool Normalise>
+cudaError_t collapse(const float* streams, int n, int N, int D, const float* mix, int first, const float* norm_weight,
+                     float norm_eps, float* out, cudaStream_t stream) {
   if (!valid_shape(streams, n, N, D) || !out || first < 0 || first > n) return cudaErrorInvalidValue;
   if (n == first) return cudaSuccess;
   const Site a{streams, n, N, D, int64_t{N} * D, nullptr, 0, 0, 0, 0, nullptr, 0, nullptr, nullptr,
                0, 0.0f, norm_eps, norm_weight, nullptr, out};
   const bool vec = D % 4 == 0 && aligned16(streams) && aligned16(out) && (!norm_weight || aligned16(norm_weight));
   const dim3 grid(static_cast<unsigned>(n - first));
-  return vec ? launch_dependent(collapse_kernel<4>, grid, dim3(kCollapseThreads), 0, stream, a, mix, first)
-             : launch_dependent(collapse_kernel<1>, grid, dim3(kCollapseThreads), 0, stream, a, mix, first);
+  return vec ? launch_dependent(collapse_kernel<4, Normalise>, grid, dim3(kCollapseThreads), 0, stream, a, mix, first)
+             : launch_dependent(collapse_kernel<1, Normalise>, grid, dim3(kCollapseThreads), 0, stream, a, mix, first);
+}
+
+}  // namespace
+
+cudaError_t hc_collapse(const float* streams, int n, int N, int D, const float* mix, int first,
+                        const float* norm_weight, float norm_eps, float* out, cudaStream_t stream) {
+  return collapse<true>(streams, n, N, D, mix, first, norm_weight, norm_eps, out, stream);
+}
+
+cudaError_t hc_sum(const float* streams, int n, int N, int D, const float* mix, int first, float* out,
+                   cudaStream_t stream) {
+  return collapse<false>(streams, n, N, D, mix, first, nullptr, 0.0f, out, stream);
 }
 
 cudaError_t hc_post(float* streams, int n, int N, int D, const float* mix, const float* sublayer, cudaStream_t stream) {

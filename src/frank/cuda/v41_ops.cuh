@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include "frank/cuda/ops.cuh"
 #include "frank/engine/fake_quant.h"
 
 namespace frank::cuda {
@@ -28,6 +29,21 @@ cudaError_t hc_map(const float* streams, int n, int N, int D, const float* fn, c
 // null; norm over D with norm_eps. out [n - first, D]. engine::CpuOps::hc_collapse.
 cudaError_t hc_collapse(const float* streams, int n, int N, int D, const float* mix, int first,
                         const float* norm_weight, float norm_eps, float* out, cudaStream_t stream);
+
+// hc_collapse without the norm: out[t - first] = sum_j pre[j] * streams[t][j*D ..] (DSpark's h,
+// dsv41-model.md §8). engine::CpuOps::hc_sum.
+cudaError_t hc_sum(const float* streams, int n, int N, int D, const float* mix, int first, float* out,
+                   cudaStream_t stream);
+
+// ---- DSpark's block attention (attention.cu) -------------------------------------------------
+
+// attend (ops.cuh) for the n rows of DSpark's draft block at positions *start .. (dsv41-model.md
+// §8): every row's keys are the ring's rows of positions [max(0, *start - W), *start) and all n
+// block_rows (bidirectional), records of `layout`; sink, scale, inverse RoPE at the row's own
+// position and scratch (attend_scratch_floats) as attend's. engine::CpuOps::attend_block.
+cudaError_t attend_block(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
+                         const uint8_t* block_rows, const int64_t* start, const float* sinks, float scale,
+                         const float* inv_freq, int pairs, float* out, float* scratch, cudaStream_t stream);
 
 // ---- rounding and small dense ops (v41_ops.cu) ------------------------------------------------
 

@@ -150,6 +150,16 @@ class CpuOps {
   // window_store on a V4.1 layer's ring.
   void window_store(std::vector<float>& ring, const Tensor& kv, int64_t start, int window) const;
 
+  // Small array ops of DSpark's Markov chain (dspark_chain, dspark_forward.h).
+  // Rows [first, first + n) of x.
+  Tensor rows(const Tensor& x, int64_t first, int64_t n) const;
+  // The parts' rows one after another (parts of equal width).
+  Tensor stack_rows(std::span<const Tensor> parts) const;
+  // [a | b] row by row (a and b of equal rows).
+  Tensor concat_cols(const Tensor& a, const Tensor& b) const;
+  // The greedy token of every row (engine::argmax: the first maximum).
+  Ids argmax_rows(const Tensor& logits) const;
+
  private:
   TopkRowDump* dump_;
   const ForcedRouting* forced_ = nullptr;

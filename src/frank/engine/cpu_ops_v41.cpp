@@ -1,14 +1,17 @@
-// CpuOps' DeepSeek-V4.1 ops (cpu_ops.h): Engram, the KV sources' pooling and publishing, and the
-// indexer's two-level selection, each the plain math of its reference function.
+// CpuOps' DeepSeek-V4.1 ops (cpu_ops.h): Engram, the KV sources' pooling and publishing, the
+// indexer's two-level selection, each the plain math of its reference function, and the small
+// array ops of DSpark's chain.
 #include <algorithm>
 #include <cmath>
 #include <span>
 
+#include "frank/core/error.h"
 #include "frank/engine/cpu_ops.h"
 #include "frank/engine/engram.h"
 #include "frank/engine/indexer.h"
 #include "frank/engine/indexer_v41.h"
 #include "frank/engine/moe.h"
+#include "frank/engine/sampling.h"
 
 namespace frank::engine {
 namespace {
@@ -109,6 +112,40 @@ CpuOps::Selection CpuOps::select_entries(const Tensor& scores, int64_t start, in
     selection.emplace_back(picks.begin(), picks.end());
   }
   return selection;
+}
+
+Tensor CpuOps::rows(const Tensor& x, int64_t first, int64_t n) const {
+  if (first < 0 || n < 0 || first + n > x.rows()) throw Error("rows: outside the array");
+  return Tensor({n, x.cols()}, std::vector<float>(x.row(first), x.row(first) + n * x.cols()));
+}
+
+Tensor CpuOps::stack_rows(std::span<const Tensor> parts) const {
+  const int64_t width = parts.empty() ? 0 : parts.front().cols();
+  std::vector<float> data;
+  int64_t n = 0;
+  for (const Tensor& p : parts) {
+    if (p.cols() != width) throw Error("stack_rows: parts of different widths");
+    append_rows(data, p);
+    n += p.rows();
+  }
+  return Tensor({n, width}, std::move(data));
+}
+
+Tensor CpuOps::concat_cols(const Tensor& a, const Tensor& b) const {
+  if (a.rows() != b.rows()) throw Error("concat_cols: arrays of different rows");
+  Tensor out({a.rows(), a.cols() + b.cols()});
+  for (int64_t t = 0; t < a.rows(); ++t) {
+    std::copy_n(a.row(t), a.cols(), out.row(t));
+    std::copy_n(b.row(t), b.cols(), out.row(t) + a.cols());
+  }
+  return out;
+}
+
+CpuOps::Ids CpuOps::argmax_rows(const Tensor& logits) const {
+  Ids ids;
+  for (int64_t t = 0; t < logits.rows(); ++t)
+    ids.push_back(argmax(std::span<const float>(logits.row(t), static_cast<size_t>(logits.cols()))));
+  return ids;
 }
 
 }  // namespace frank::engine

@@ -2,7 +2,7 @@
 // DSpark: V4.1's drafter on the CPU reference (dspark_forward.h over CpuOps), over a V41Model whose
 // checkpoint ships it. observe() takes the target features of the positions the target has kept
 // (V41Model::forward's `features`) into the context rings; draft() runs the block at the anchor
-// p = state.position - 1 and chains the Markov head greedily (dsv41-model.md §8):
+// p = state.position - 1 and chains the Markov head greedily (dsv41-model.md §8; dspark_chain):
 //   logits_j = base_j + markov_head(markov_embed(prev_j)),  prev_0 = x_{p+1},  prev_{j+1} = argmax logits_j
 //   confidence_j = sigmoid(confidence_head([h_j ; markov_embed(prev_j)]))
 #include <cstdint>

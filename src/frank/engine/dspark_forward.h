@@ -7,10 +7,14 @@
 //   X, pre = stage_s(X, pre), s = 0 .. S-1              single-pass mHC, pre carried across stages;
 //            keys of every block row: ctx_s rows (p-W, p] and all B block rows (bidirectional)
 //   h = sum_k pre_k X_k;  base = head(norm(h))
-// The Markov chaining and confidence that follow are host work on h and base (dspark.h).
+// then the Markov chaining and confidence on h and base (dspark_chain):
+//   logits_j = base_j + markov_head(markov_embed(prev_j)),  prev_0 = x_{p+1},  prev_{j+1} = argmax logits_j
+//   confidence_j = sigmoid(confidence_head([h_j ; markov_embed(prev_j)]))
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "frank/engine/v41_attention_forward.h"
 #include "frank/engine/v41_decoder_layer.h"
@@ -65,5 +69,39 @@ std::pair<typename Ops::Array, typename Ops::Array> dspark_backbone(Ops& ops, co
   Array base = ops.linear(normed, main.head);
   return {std::move(h), std::move(base)};
 }
+
+// The chained block: logits [B, vocab] (Markov term included), the drafts d_1 .. d_B (each row's
+// argmax) and the confidence logits z [B, 1] (confidence_j = dspark_confidence(z_j)).
+template <class Ops>
+struct DSparkChain {
+  typename Ops::Array logits;
+  typename Ops::Ids tokens;
+  typename Ops::Array z;
+};
+
+// The Markov chain of the block from the backbone's h [B, hidden] and base [B, vocab], prev_0 =
+// `first` (one id). Step j needs step j-1's argmax, so each step runs on one row; the confidence
+// head then reads every [h_j ; markov_embed(prev_j)] at once.
+template <class Ops>
+DSparkChain<Ops> dspark_chain(Ops& ops, const model::DSparkWeights& w, const typename Ops::Array& h,
+                              const typename Ops::Array& base, typename Ops::Ids first) {
+  using Array = typename Ops::Array;
+  std::vector<Array> rows, marks;  // per step: logits_j, markov_embed(prev_j)
+  typename Ops::Ids prev = std::move(first);
+  for (int64_t j = 0; j < base.rows(); ++j) {
+    Array m = ops.embed(w.markov_embed, prev, 1);
+    Array row = ops.rows(base, j, 1);
+    ops.add_to_streams(row, ops.linear(m, w.markov_head), 1);
+    prev = ops.argmax_rows(row);
+    rows.push_back(std::move(row));
+    marks.push_back(std::move(m));
+  }
+  Array logits = ops.stack_rows(rows);
+  typename Ops::Ids tokens = ops.argmax_rows(logits);  // the steps' argmaxes again: the same rows
+  Array z = ops.linear(ops.concat_cols(h, ops.stack_rows(marks)), w.confidence);
+  return {std::move(logits), std::move(tokens), std::move(z)};
+}
+
+inline float dspark_confidence(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 
 }  // namespace frank::engine
