@@ -5,7 +5,9 @@
 #include "frank/engine/v41_verify_target.h"
 
 #ifdef FRANK_WITH_CUDA
+#include "frank/cuda/cuda_dspark_drafter.h"
 #include "frank/cuda/cuda_v41_model.h"
+#include "frank/cuda/cuda_v41_verify_target.h"
 #endif
 
 namespace frank::cli {
@@ -41,7 +43,13 @@ std::unique_ptr<engine::SessionRunner> V41Backend::new_runner() {
 V41Speculation V41Backend::new_speculation() {
   if (!model_.weights().dspark)
     throw Error("--draft-tokens: the checkpoint has no DSpark drafter (no mtp.* tensors)");
-  if (gpu_) throw Error("--draft-tokens: DeepSeek-V4.1's DSpark drafter does not run on --backend cuda yet");
+#ifdef FRANK_WITH_CUDA
+  if (gpu_) {  // the target owns its device session; the drafter reads its features on the device
+    auto target = std::make_unique<cuda::CudaV41VerifyTarget>(gpu_->model, /*with_features=*/true);
+    auto drafter = std::make_unique<cuda::CudaDSparkDrafter>(gpu_->model, *target);
+    return {nullptr, {std::move(target), std::move(drafter)}};
+  }
+#endif
   auto session = std::make_shared<engine::V41Session>(model_.new_session());
   auto target = std::make_unique<engine::CpuV41VerifyTarget>(model_, *session, /*with_features=*/true);
   auto drafter = std::make_unique<engine::DSparkDrafter>(model_, *target);
