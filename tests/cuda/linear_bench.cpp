@@ -125,8 +125,10 @@ int main() {
               bandwidth / 1e9);
   std::printf("| out x in | type | n | us | weight MB | GB/s | of measured |\n|---|---|---|---|---|---|---|\n");
   // V4-Flash (hidden 4096): a 1024-row down projection, a square one, the 8 x 1024 grouped output
-  // projection's 8192 x 4096 as one matrix, and a wide input.
-  const int64_t shapes[][2] = {{1024, 4096}, {4096, 4096}, {8192, 4096}, {4096, 16384}};
+  // projection's 8192 x 4096 as one matrix, a wide input, and the decode step's other two 64 MB
+  // matrices: the query up-projection (32768 x 1024) and the output projection's second half
+  // (4096 x 8192).
+  const int64_t shapes[][2] = {{1024, 4096}, {4096, 4096}, {8192, 4096}, {4096, 16384}, {32768, 1024}, {4096, 8192}};
   for (const auto& s : shapes)
     for (cuda::WeightType t : {cuda::WeightType::BF16, cuda::WeightType::Fp8Block128, cuda::WeightType::Fp8Block32,
                                cuda::WeightType::Fp4})
