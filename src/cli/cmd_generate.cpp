@@ -37,9 +37,9 @@ void finish(std::vector<int32_t>& generated, const GenerateOptions& o, int32_t e
   if (static_cast<int>(generated.size()) > o.max_tokens) generated.resize(static_cast<size_t>(o.max_tokens));
 }
 
-// Verify steps with the MTP drafter (on the backend's device: the GPU's drafts from the streams
-// the target leaves in device memory) until the limit or the end-of-sequence token; `draft_tokens`
-// is a count or auto (chosen per step from measured costs).
+// Verify steps with the model's drafter (V4: the MTP block, V4.1: DSpark; on the backend's device:
+// the GPU's drafts from what the target leaves in device memory) until the limit or the
+// end-of-sequence token; `draft_tokens` is a count or auto (chosen per step from measured costs).
 std::vector<int32_t> speculative(const engine::Speculation& speculation, const GenerateOptions& o,
                                  const std::vector<int32_t>& prompt, int draft_tokens, int32_t eos) {
   engine::VerifyTarget& target = *speculation.target;
@@ -124,9 +124,10 @@ void run(const GenerateOptions& o) {
 
   const auto start = std::chrono::steady_clock::now();
   const int draft_tokens = parse_draft_tokens(o.draft_tokens);
-  std::vector<int32_t> generated = draft_tokens != 0
-                                       ? speculative(backend.new_speculation().on_session, o, prompt, draft_tokens, config.eos_token_id)
-                                       : decode(*runner, o, prompt, config.eos_token_id);
+  std::vector<int32_t> generated =
+      draft_tokens != 0
+          ? speculative(backend.new_speculation().on_session, o, prompt, draft_tokens, config.eos_token_id)
+          : decode(*runner, o, prompt, config.eos_token_id);
   finish(generated, o, config.eos_token_id);
   report(prompt, generated, start);
   if (const std::string gpu = backend.step_summary(); !gpu.empty()) std::cerr << gpu << "\n";

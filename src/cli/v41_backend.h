@@ -26,8 +26,8 @@ class V41Backend {
   V41Backend& operator=(const V41Backend&) = delete;
   // A fresh session on this backend.
   std::unique_ptr<engine::SessionRunner> new_runner();
-  // A fresh session and the DSpark drafter. Throws frank::Error when the checkpoint has no DSpark
-  // drafter, or the backend cannot run it.
+  // A fresh session and the DSpark drafter on this backend. Throws frank::Error when the
+  // checkpoint has no DSpark drafter.
   V41Speculation new_speculation();
 
  private:
