@@ -49,15 +49,6 @@ std::vector<float> download(const cuda::DeviceArray<float>& a) {
   return out;
 }
 
-// max over i of |got - want| / max(1, |want|).
-double max_scaled_diff(std::span<const float> got, std::span<const float> want) {
-  EXPECT_EQ(got.size(), want.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i)
-    worst = std::max(worst, std::abs(double{got[i]} - want[i]) / std::max(1.0, std::abs(double{want[i]})));
-  return worst;
-}
-
 double max_abs_diff(std::span<const float> got, std::span<const float> want) {
   EXPECT_EQ(got.size(), want.size());
   double worst = 0.0;

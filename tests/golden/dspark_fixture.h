@@ -3,10 +3,15 @@
 // tests/fixtures/dsv41-dspark/tiny-v41-dspark): the tiny-v41-native main model plus three DSpark
 // stages, and golden.json, features.f32, draft_logits.f32, drafts.i32, confidence.f32. The Engram hash
 // data are tiny-v41-native's (same main model, same tokenizer).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +64,16 @@ std::vector<T> read_dspark_file(const char* name, size_t count) {
   in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(count * sizeof(T)));
   if (!in || in.peek() != EOF) throw Error(std::string("DSpark fixture: ") + name + " has the wrong size");
   return out;
+}
+
+// max over i of |got - want| / max(1, |want|): how the DSpark tests compare logits and features
+// with the fixture's, on either backend.
+inline double max_scaled_diff(std::span<const float> got, std::span<const float> want) {
+  EXPECT_EQ(got.size(), want.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i)
+    worst = std::max(worst, std::abs(double{got[i]} - want[i]) / std::max(1.0, std::abs(double{want[i]})));
+  return worst;
 }
 
 }  // namespace frank::test

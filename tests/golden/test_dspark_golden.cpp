@@ -24,17 +24,10 @@
 namespace frank::engine {
 namespace {
 
+using test::max_scaled_diff;
+
 constexpr double kRelTolerance = 1e-4;
 constexpr double kConfidenceTolerance = 1e-5;
-
-// max over i of |got - want| / max(1, |want|).
-double max_scaled_diff(std::span<const float> got, std::span<const float> want) {
-  EXPECT_EQ(got.size(), want.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i)
-    worst = std::max(worst, std::abs(double{got[i]} - want[i]) / std::max(1.0, std::abs(double{want[i]})));
-  return worst;
-}
 
 Tensor features_of(const V41Model& model, std::span<const int32_t> ids, int64_t chunk) {
   V41Session session = model.new_session();
