@@ -28,7 +28,7 @@ struct ModelSource {
   std::string kv_dtype = "fp32";  // how the session stores K=V rows (cuda: fp32 | bf16 | fp8; cpu: fp32 only)
   std::string dump_topk_rows;  // a directory: the indexer's score rows of the run (CPU backend)
   std::string engram_data;     // DeepSeek-V4.1: the Engram token map and multipliers (safetensors)
-  bool mhc_overlap = false;    // cuda, DeepSeek-V4.1: hc_map on a side stream (cuda::SideStream)
+  bool mhc_overlap = false;    // cuda, DeepSeek-V4.1: hc_map on a branch stream (cuda::BranchStream)
   // cuda: routed experts split between GPU memory and CPU RAM (experts/expert_homes.h).
   std::string plan;
   std::optional<double> gpu_memory_budget_gb;

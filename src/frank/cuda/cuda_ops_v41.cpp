@@ -33,15 +33,14 @@ CudaOps::Mix CudaV41Ops::hc_map(const model::HyperConnectionWeights& hc, const A
   cudaStream_t on = stream_;
   if (side_ != nullptr) {
     wait_for_mix();  // one hc_map in flight at a time (its kernel's arrival counters are shared)
-    check(cudaEventRecord(side_->streams_ready, stream_), "cudaEventRecord");
-    check(cudaStreamWaitEvent(side_->stream, side_->streams_ready), "cudaStreamWaitEvent");
-    on = side_->stream;
+    side_->fork(stream_);
+    on = side_->stream();
   }
   check(cuda::hc_map(streams.data(), static_cast<int>(streams.rows()), N, c.hidden_size, fn, base, scale,
                      c.hc_sinkhorn_iters, c.hc_eps, c.rms_norm_eps, mix.data(), on),
         "hc_map");
   if (side_ != nullptr) {
-    check(cudaEventRecord(side_->mix_ready, side_->stream), "cudaEventRecord");
+    side_->finish();
     pending_mix_ = mix.data();
   }
   return mix;
@@ -49,7 +48,7 @@ CudaOps::Mix CudaV41Ops::hc_map(const model::HyperConnectionWeights& hc, const A
 
 void CudaV41Ops::wait_for_mix(const float* mix) const {
   if (pending_mix_ == nullptr || (mix != nullptr && mix != pending_mix_)) return;
-  check(cudaStreamWaitEvent(stream_, side_->mix_ready), "cudaStreamWaitEvent");
+  side_->wait(stream_);
   pending_mix_ = nullptr;
 }
 

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "frank/cuda/branch_stream.h"
 #include "frank/cuda/cuda_ops.h"
 #include "frank/engine/engram.h"
 #include "frank/engine/fake_quant.h"
@@ -71,14 +72,9 @@ struct DeviceCandidates {
 };
 
 // The mHC overlap (issue 6): single-pass mHC's mapping of a site depends only on the streams as
-// they enter it, and is first needed by that site's hc_post, so hc_map may run on a side stream
-// while the collapse and the sublayer (attention, MoE) run on the main one. The side stream and
-// the two events that order it are the model's (CudaV41Model::set_mhc_overlap).
-struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t streams_ready = nullptr;  // main stream: the streams hc_map reads are written
-  cudaEvent_t mix_ready = nullptr;      // side stream: hc_map's mix is written
-};
+// they enter it, and is first needed by that site's hc_post, so hc_map may run on a branch stream
+// (branch_stream.h, the model's: CudaV41Model::set_mhc_overlap) while the collapse and the
+// sublayer (attention, MoE) run on the main one.
 
 // DSpark's context rings in device memory (engine::DSparkState): per stage, the fp32 K=V rows
 // (FP8-rounded by the forward) of the last sliding_window observed positions, position p in row
@@ -103,7 +99,7 @@ class CudaV41Ops : public CudaOps {
   // are byte-identical; the switch is for comparing them).
   void set_fused_candidates(bool on) { fused_candidates_ = on; }
   // hc_map runs on `side` (null: on the main stream, the default); ops that read a mix wait for it.
-  void set_mhc_overlap(const SideStream* side) { side_ = side; }
+  void set_mhc_overlap(const BranchStream* side) { side_ = side; }
   // pool_groups records a call of at most `tokens` tokens in its source's last_call (two
   // device-to-device copies); a longer one (or any, at 0, the default) clears the record.
   void set_call_record_limit(int64_t tokens) { record_limit_ = tokens; }
@@ -147,7 +143,7 @@ class CudaV41Ops : public CudaOps {
   void record_call(DeviceV41CallRecord& record, const Array& kv, const Array& gate, int64_t start) const;
 
   bool fused_candidates_ = true;
-  const SideStream* side_ = nullptr;
+  const BranchStream* side_ = nullptr;
   int64_t record_limit_ = 0;
   mutable const float* pending_mix_ = nullptr;  // the mix of the hc_map the main stream has not waited for
 };

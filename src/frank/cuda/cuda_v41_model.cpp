@@ -10,19 +10,12 @@ CudaV41Model::CudaV41Model(const engine::V41Model& model, WeightType linear_type
     : model_(model), stream_(make_stream()), weights_(linear_type, stream_) {
   check(cudaEventCreate(&begin_), "cudaEventCreate");
   check(cudaEventCreate(&end_), "cudaEventCreate");
-  check(cudaStreamCreateWithFlags(&side_.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  check(cudaEventCreateWithFlags(&side_.streams_ready, cudaEventDisableTiming), "cudaEventCreate");
-  check(cudaEventCreateWithFlags(&side_.mix_ready, cudaEventDisableTiming), "cudaEventCreate");
 }
 
 CudaV41Model::~CudaV41Model() {
   cudaStreamSynchronize(stream_);
-  cudaStreamSynchronize(side_.stream);
   cudaEventDestroy(begin_);
   cudaEventDestroy(end_);
-  cudaEventDestroy(side_.streams_ready);
-  cudaEventDestroy(side_.mix_ready);
-  cudaStreamDestroy(side_.stream);
   cudaStreamDestroy(stream_);
 }
 

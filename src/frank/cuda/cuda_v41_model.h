@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "frank/cuda/branch_stream.h"
 #include "frank/cuda/cuda_model.h"
 #include "frank/cuda/cuda_ops_v41.h"
 #include "frank/cuda/device_weights.h"
@@ -38,7 +39,7 @@ class CudaV41Model {
   // Reindexing layers select with a mask and the plain selection instead of the fused kernel
   // (CudaV41Ops::set_fused_candidates): the two must agree byte for byte.
   void set_fused_candidates(bool on) { fused_candidates_ = on; }
-  // The mHC overlap (SideStream, cuda_ops_v41.h): each site's hc_map on a side stream while the
+  // The mHC overlap (cuda_ops_v41.h): each site's hc_map on a branch stream while the
   // sublayer runs. Off by default until an A/B test admits it; the logits are the same bit for bit.
   void set_mhc_overlap(bool on) { mhc_overlap_ = on; }
 
@@ -56,7 +57,7 @@ class CudaV41Model {
   DeviceWeights weights_;
   bool fused_candidates_ = true;
   bool mhc_overlap_ = false;
-  SideStream side_;
+  BranchStream side_;  // hc_map's stream, with the mHC overlap on
   cudaEvent_t begin_ = nullptr, end_ = nullptr;
   std::vector<StepTime> step_times_;
 };
