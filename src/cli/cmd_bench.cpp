@@ -28,6 +28,7 @@ struct DecodeOptions {
   std::string format = "bf16";
   std::string kv_dtype = "fp32";
   bool same_experts = false;
+  bool one_stream = false;
   bool per_op = false;
   std::string plan;
   std::optional<double> gpu_memory_budget_gb;
@@ -56,6 +57,7 @@ void run_decode(const DecodeOptions& o) {
                             o.format));
   b.kv = kv;
   b.same_experts = o.same_experts;
+  b.one_stream = o.one_stream;
   b.per_op = o.per_op;
   b.plan = o.plan;
   b.gpu_memory_budget_gb = o.gpu_memory_budget_gb;
@@ -102,6 +104,10 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   decode->add_flag("--same-experts", o->same_experts,
                    "every token of the step routes to the same experts (hash routing, one token id)");
+  decode->add_flag("--one-stream", o->one_stream,
+                   "issue the step's independent chains (attention: queries beside the K=V row or the indexer; MoE: "
+                   "the shared expert beside the router) in order on one stream instead of as two branches of the "
+                   "graph: what the branches save");
   decode->add_flag("--per-op", o->per_op,
                    "also time every op of eagerly issued steps (where the time goes), and the moe op's read rate "
                    "against the measured bandwidth");

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -254,6 +255,27 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
       if (n == ns.back())
         failures += report("moe_experts", (std::string(what) + " rerun: bits differ").c_str(),
                            rerun_differences(got, run, d_hidden, d_out), 0);
+      // The same sum in two calls (ops.cuh): the shared expert's pass on half the blocks, then the
+      // routed experts' adding to it. With two types its bits are moe_experts' (one addition).
+      const auto run_split = [&](cudaStream_t stream) {
+        if (const cudaError_t e = frank::cuda::moe_shared_expert(d_x->get(), n, D, I, E, dev, limit, 2,
+                                                                 d_hidden.get(), d_out.get(), stream))
+          return e;
+        return frank::cuda::moe_routed_experts(d_x->get(), n, D, I, d_experts->get(), d_weights->get(), k, E, dev,
+                                               limit, nullptr, d_hidden.get(), d_out.get(), stream);
+      };
+      CUDA_OK(cudaMemset(d_out.get(), 0xff, d_out.size() * sizeof(float)));
+      CUDA_OK(run_split(nullptr));
+      const std::vector<float> split = download(d_out, static_cast<size_t>(n) * D);
+      const std::string split_what = std::string(what) + " split passes";
+      failures += report("moe_shared_expert+moe_routed_experts", split_what.c_str(), max_scaled_error(split, ref), 1e-4);
+      if (types.shared != types.routed)
+        failures += report("moe_shared_expert+moe_routed_experts", (split_what + ": bits differ from one call").c_str(),
+                           static_cast<double>(std::memcmp(split.data(), got.data(), split.size() * sizeof(float)) != 0),
+                           0);
+      if (n == ns.back())
+        failures += report("moe_shared_expert+moe_routed_experts", (split_what + " rerun: bits differ").c_str(),
+                           rerun_differences(split, run_split, d_hidden, d_out), 0);
     }
     if (clamped_g == 0 || clamped_u == 0)
       failures += report("moe_experts", (type_name + " clamp not reached").c_str(), 1, 0);
@@ -263,6 +285,12 @@ int check_moe(Rng& r, int D, int I, int E, int k, int pool_size, bool distinct, 
   failures += bad_argument("moe_experts", "bad args: k=0",
                            frank::cuda::moe_experts(d_x->get(), 1, D, I, d_experts->get(), d_weights->get(), 0, E, none,
                                                     limit, d_hidden.get(), d_out.get(), nullptr));
+  failures += bad_argument("moe_routed_experts", "bad args: k=0",
+                           frank::cuda::moe_routed_experts(d_x->get(), 1, D, I, d_experts->get(), d_weights->get(), 0, E,
+                                                           none, limit, nullptr, d_hidden.get(), d_out.get(), nullptr));
+  failures += bad_argument("moe_shared_expert", "bad args: blocks_share=0",
+                           frank::cuda::moe_shared_expert(d_x->get(), 1, D, I, E, none, limit, 0, d_hidden.get(),
+                                                          d_out.get(), nullptr));
   if (D % 32 != 0 || I % 32 != 0) {
     // An FP4 shared expert the shape cannot serve is refused before the routed pass would run: out
     // keeps its bytes. (The tables are never read: any device address will do.)

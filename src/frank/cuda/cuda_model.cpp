@@ -180,6 +180,9 @@ CudaModel::Results CudaModel::run_eager(DeviceSession& s, std::span<const int32_
   CudaOps ops(weights_, stream_, {s.position_at.data(), s.position + n});
   if (outputs.record) ops.record_calls(kGraphTokens);
   ops.replay_routing(model_.weights());
+  // As a captured step (same kernels, same bits): the session state allocated first, the branch on.
+  for (size_t l = 0; l < s.layers.size(); ++l) ops.prepare(s.layers[l], model_.attention()[l]);
+  ops.set_branch(&branch_);
   check(cudaEventRecord(begin_, stream_), "cudaEventRecord");
   const CudaOps::Ids device_ids = ops.upload_ids(ids, forced);
   eager.logits = engine::model_forward(ops, model_.config(), model_.weights(), model_.attention(), s.layers,
@@ -223,8 +226,10 @@ std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const 
   if (outputs.record) ops.record_calls(kGraphTokens);
   ops.replay_routing(model_.weights());
   // Everything the graph's nodes point at exists before the capture: session state up to the
-  // bound (and the call record), the input ids (and forced experts) and the outputs.
+  // bound (and the call record), the input ids (and forced experts) and the outputs. So ops may
+  // run on the branch stream (CudaOps::set_branch).
   for (size_t l = 0; l < s.layers.size(); ++l) ops.prepare(s.layers[l], model_.attention()[l]);
+  ops.set_branch(&branch_);
   g->ids = ops.upload_ids(ids, forced);
   g->logits = DeviceArray<float>({outputs.all_logits ? n : 1, c.vocab_size}, stream_);
   if (outputs.streams) g->streams = DeviceArray<float>({n, int64_t{c.hc_mult} * c.hidden_size}, stream_);

@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "frank/cuda/branch_stream.h"
 #include "frank/cuda/cuda_ops.h"
 #include "frank/cuda/device_weights.h"
 #include "frank/engine/model.h"
@@ -119,6 +120,8 @@ class CudaModel {
   size_t weight_bytes() const { return weights_.bytes(); }
   DeviceWeights& device_weights() { return weights_; }
   cudaStream_t stream() const { return stream_; }
+  // The second stream a captured step forks onto (CudaOps::set_branch).
+  const BranchStream& branch() const { return branch_; }
   const std::vector<StepTime>& step_times() const { return step_times_; }
   // Later calls route to the experts `replay` gives them (engine/routing_replay.h; null: the router
   // chooses). Each call takes its tokens' experts and uploads them with its ids, before its kernels.
@@ -149,6 +152,7 @@ class CudaModel {
 
   const engine::Model& model_;
   cudaStream_t stream_ = nullptr;
+  BranchStream branch_;
   DeviceWeights weights_;
   GraphPolicy graphs_;
   bool warm_ = false;  // an eager call has run: every weight is in device memory, nothing to upload

@@ -373,14 +373,32 @@ CudaOps::Array CudaOps::moe_forward(const model::CommonConfig& c, const model::M
   const int I = static_cast<int>(w.shared.gate.rows());
   if (!w.experts.empty() && w.experts.front().gate.rows() != I)
     throw Error("CUDA MoE: the shared expert's width differs from the routed experts'");
-  const Array logits = linear(x, w.router);
-  DeviceArray<int32_t> experts({n, k}, stream_);
-  Array weights({n, k}, stream_);
   const ExpertTables& tables = w_.experts(w);
+  CpuExperts* cpu = w_.cpu_experts();
+  const int cpu_layer = cpu != nullptr ? cpu->cpu_layer(w) : -1;
   // Allocated before route: a graph allocation node between route and the expert kernels would
   // keep them from overlapping (programmatic dependent launch).
+  DeviceArray<int32_t> experts({n, k}, stream_);
+  Array weights({n, k}, stream_);
   Array hidden({moe_hidden_floats(n, k, D, I, tables)}, stream_);
   Array out({n, D}, stream_);
+  // With a branch, every expert on the GPU and none EXL3: the shared expert, which needs no
+  // routing, runs apart on the branch (on half the GPU's blocks) beside the router and route (a
+  // 2 MB linear and a small kernel: more latency than bytes), so that the memory does not sit idle
+  // while they run; the routed experts' pass adds its sum to the shared expert's output, its down
+  // kernel after the branch. Issued in order on one stream, the split would cost two more kernels
+  // than the one pass of moe_experts (~6 us a layer on an H200): without a branch, that pass.
+  const bool shared_apart = branch_ != nullptr && cpu_layer < 0 && tables.type != WeightType::Exl3;
+  Array shared_hidden;
+  if (shared_apart) {
+    shared_hidden = Array({moe_hidden_floats(n, 0, D, I, tables)}, stream_);
+    branch_->fork(stream_);
+    check(moe_shared_expert(x.data(), n, D, I, E, tables, c.swiglu_limit, 2, shared_hidden.data(), out.data(),
+                            branch_->stream()),
+          "moe (shared expert)");
+    branch_->finish();
+  }
+  const Array logits = linear(x, w.router);
   // Routing replay: this layer's slice of the step's forced experts (the MTP block's layer has none).
   const int forced_layer =
       forced_model_ != nullptr && !ids.forced_experts.empty() ? engine::moe_layer(*forced_model_, w) : -1;
@@ -389,24 +407,27 @@ CudaOps::Array CudaOps::moe_forward(const model::CommonConfig& c, const model::M
               hash_layer ? w_.tid2eid(w) : nullptr, ids.device.data(), c.routed_scaling_factor, experts.data(),
               weights.data(), stream_, forced, gate_temp),
         "moe (route)");
-  // Experts split by a plan (cpu_experts.h): the host's worker gets the routing while the GPU runs
-  // its share, and the GPU waits for the worker's sum on the device (capturable: no host call).
-  CpuExperts* cpu = w_.cpu_experts();
-  const int cpu_layer = cpu != nullptr ? cpu->cpu_layer(w) : -1;
-  DeviceArray<int32_t> gpu_share;
-  if (cpu_layer >= 0) {
+  if (shared_apart) {
+    check(moe_routed_experts(x.data(), n, D, I, experts.data(), weights.data(), k, E, tables, c.swiglu_limit,
+                             branch_->finished_event(), hidden.data(), out.data(), stream_),
+          "moe (routed experts)");
+  } else if (cpu_layer >= 0) {
+    // Experts split by a plan (cpu_experts.h): the host's worker gets the routing while the GPU runs
+    // its share, and the GPU waits for the worker's sum on the device (capturable: no host call).
     cpu->hand_over(cpu_layer, x.data(), n, experts.data(), weights.data(), k, stream_);
     w_.wait_for_expert_copies();  // the cache's entries and flags read below (a graph's launcher waits before)
-    gpu_share = DeviceArray<int32_t>({n, k}, stream_);
+    DeviceArray<int32_t> gpu_share({n, k}, stream_);
     check(drop_cpu_experts(experts.data(), n * k, w_.cpu_homes(w), E, gpu_share.data(), stream_), "moe (GPU share)");
     cpu->gpu_share_begin(stream_);
-  }
-  check(moe_experts(x.data(), n, D, I, cpu_layer >= 0 ? gpu_share.data() : experts.data(), weights.data(), k, E,
-                    tables, c.swiglu_limit, hidden.data(), out.data(), stream_),
-        "moe (experts)");
-  if (cpu_layer >= 0) {
+    check(moe_experts(x.data(), n, D, I, gpu_share.data(), weights.data(), k, E, tables, c.swiglu_limit,
+                      hidden.data(), out.data(), stream_),
+          "moe (experts)");
     cpu->gpu_share_end(stream_);
     cpu->add_sum(out.data(), n, stream_);
+  } else {
+    check(moe_experts(x.data(), n, D, I, experts.data(), weights.data(), k, E, tables, c.swiglu_limit, hidden.data(),
+                      out.data(), stream_),
+          "moe (experts)");
   }
   if (keep_routing_ && last_experts != nullptr) *last_experts = std::move(experts);
   return out;

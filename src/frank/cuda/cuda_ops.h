@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "frank/cuda/branch_stream.h"
 #include "frank/cuda/device_array.h"
 #include "frank/cuda/device_weights.h"
 #include "frank/cuda/op_profile.h"
@@ -100,6 +101,34 @@ class CudaOps {
   // they are dropped). prepare() then allocates the record too.
   void record_calls(int64_t tokens) { record_tokens_ = tokens; }
 
+  // Later concurrently() calls run their side chain on `branch` (null: in order on the stream), and
+  // moe() its shared expert. Only for steps whose session state prepare() has allocated up to the
+  // bound (CudaModel's steps): an op on the branch stream must not allocate state that later
+  // steps use on this one.
+  void set_branch(const BranchStream* branch) { branch_ = branch; }
+
+  // `main` on this stream and `side` beside it on the branch stream, both given these ops (side: a
+  // copy that issues to the branch stream), then joined; without a branch, main then side in order.
+  // side's result (the indexer's selection) is freed on this stream afterwards. Arrays side
+  // allocates itself die inside it or are that result; arrays of this stream that side uses must
+  // outlive the call (their free on this stream would not wait for the branch's kernels).
+  template <class Side, class Main>
+  Selection concurrently(Side&& side, Main&& main) {
+    if (branch_ == nullptr) {
+      main(*this);
+      return side(*this);
+    }
+    branch_->fork(stream_);
+    CudaOps beside = *this;
+    beside.stream_ = branch_->stream();
+    beside.branch_ = nullptr;
+    Selection selected = side(beside);
+    main(*this);
+    branch_->join(stream_);
+    selected.follow_stream(stream_);
+    return selected;
+  }
+
   // Times every op into `profile` (eager steps only: events are not captured into graphs here).
   void set_profile(OpProfile* profile) { profile_ = profile; }
   // Counts the bytes of later ops into `traffic` (null: none).
@@ -169,6 +198,7 @@ class CudaOps {
   int64_t record_tokens_ = 0;
   OpProfile* profile_ = nullptr;
   const model::ModelWeights* forced_model_ = nullptr;
+  const BranchStream* branch_ = nullptr;
 };
 
 }  // namespace frank::cuda

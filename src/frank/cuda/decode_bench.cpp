@@ -205,6 +205,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
   {
     CudaOps captured(gpu.device_weights(), stream, at, nullptr, /*keep_routing=*/false);
+    if (!o.one_stream) captured.set_branch(&gpu.branch());  // the warm-up step allocated the state
     // External event nodes: their timestamps can be read after a replay.
     CudaOps::Array logits = step(captured, [&](int l) {
       check(cudaEventRecordWithFlags(events[static_cast<size_t>(l)], stream, cudaEventRecordExternal), "event");
@@ -254,6 +255,9 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
   out << fmt::format("K=V rows stored as {} ({} B per row)\n\n", engine::kv_format_name(o.kv),
                      session.layers.front().kv.row_bytes);
   out << routing.describe() << "\n\n";
+  out << (o.one_stream ? "Independent chains issued in order on one stream (--one-stream).\n\n"
+                       : "Independent chains (attention's; the shared expert beside the router): two branches of "
+                         "the graph.\n\n");
   out << fmt::format("GPU: {}; weights {} ({:.1f} GB resident); read bandwidth measured now: {:.0f} GB/s "
                      "(4 GiB read, median of 20)\n\n",
                      prop.name, weights_description(o), gpu.weight_bytes() / 1e9,

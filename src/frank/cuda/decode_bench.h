@@ -37,6 +37,9 @@ struct DecodeBenchOptions {
   KvFormat kv = KvFormat::F32;  // how the session stores K=V rows; not fp32: also the KL of one step against fp32 rows
   bool same_experts = false;    // every layer hash-routed and every token the same id: all tokens pick the same experts
   uint64_t seed = 1;
+  // The step's independent chains (CudaOps::set_branch: attention's, the shared expert) issued in
+  // order on one stream instead of as two graph branches: what the branches save.
+  bool one_stream = false;
   bool per_op = false;          // also time every op of eagerly issued steps (where the time goes)
   // Routed experts split between GPU and CPU (issue 7; split_decode_bench.cpp): a plan, or a GPU
   // memory budget for the weights (the default ordering), and the CPU's pinned threads (0: all).

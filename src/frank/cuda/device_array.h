@@ -62,6 +62,9 @@ class DeviceArray {
   size_t bytes() const { return static_cast<size_t>(numel()) * sizeof(T); }
   bool empty() const { return numel() == 0; }
   cudaStream_t stream() const { return stream_; }
+  // Frees on `stream` from now on: only where `stream` is ordered after every use on the old one
+  // (a branch's array handed back after the branch joined it: CudaOps::concurrently).
+  void follow_stream(cudaStream_t stream) { stream_ = stream; }
 
   void copy_from_host(const T* src) {
     if (!empty()) check(cudaMemcpyAsync(ptr_, src, bytes(), cudaMemcpyHostToDevice, stream_), "upload");

@@ -8,7 +8,9 @@
 // and FP4) runs the two kernels twice: over the routed experts alone, writing out, then over the
 // shared expert alone (k = 0), whose down kernel adds its sums to out — the reference's order
 // (the routed sum, then the shared expert), each value still written by one thread. One type: one
-// pass with both, the shared expert last in every group's plan.
+// pass with both, the shared expert last in every group's plan. moe_shared_expert and
+// moe_routed_experts issue the two passes apart, the shared expert's first and storing, so that it
+// can run on another stream while the routing is made (CudaOps::moe_forward).
 // Each block first builds the group's plan (moe_plan.cuh): its distinct experts, the tokens of each
 // and their rows of `hidden` (one per pair, at most n*(k+1)). At decode every weight is then read
 // once, and every multiprocessor streams an equal share with many 16-byte loads in flight:
@@ -278,10 +280,14 @@ int blocks_for(int resident, int groups, int64_t units) {
 }
 
 // One pass of the two kernels: the routed experts of k slots a token (k = 0: none), then the
-// shared expert if `shared`; down adds to out if `add_to_out`, else stores.
+// shared expert if `shared`; down adds to out if `add_to_out`, else stores. The pass takes
+// 1/blocks_share of the blocks that fit on the GPU (more than 1: other kernels run beside it), and
+// its down kernel's launch waits for `before_down` when given.
 struct Pass {
   int k;
   bool shared, add_to_out;
+  int blocks_share = 1;
+  cudaEvent_t before_down = nullptr;
 };
 
 template <class T, int V, int TC>
@@ -294,13 +300,17 @@ cudaError_t launch(const float* x, int n, int D, int I, const int32_t* experts, 
   const int64_t experts_bound = std::min(std::min(n, kGroup) * pass.k, E) + (pass.shared ? 1 : 0);
   const int64_t gate_units = experts_bound * ((I + Shape<TC>::gate_rows - 1) / Shape<TC>::gate_rows);
   const int64_t down_units = (D + Shape<TC>::down_rows - 1) / Shape<TC>::down_rows;
-  const dim3 gate_grid(blocks_for(resident_blocks(gate_up_kernel<T, V, TC>, gate_up_cache), groups, gate_units),
-                       groups);
-  const dim3 down_grid(blocks_for(resident_blocks(down_kernel<T, V, TC>, down_cache), groups, down_units), groups);
+  const auto blocks = [&](int resident, int64_t units) {
+    return blocks_for(std::max(resident / pass.blocks_share, 1), groups, units);
+  };
+  const dim3 gate_grid(blocks(resident_blocks(gate_up_kernel<T, V, TC>, gate_up_cache), gate_units), groups);
+  const dim3 down_grid(blocks(resident_blocks(down_kernel<T, V, TC>, down_cache), down_units), groups);
   if (const cudaError_t e = launch_dependent(gate_up_kernel<T, V, TC>, gate_grid, dim3(kThreads), 0, stream, x, n, D,
                                              I, experts, weights, pass.k, E, pass.shared, tables.gate, tables.up,
                                              layout_of(type, I, D), limit, hidden))
     return e;
+  if (pass.before_down != nullptr)
+    if (const cudaError_t e = cudaStreamWaitEvent(stream, pass.before_down, 0)) return e;
   return launch_dependent(down_kernel<T, V, TC>, down_grid, dim3(kThreads), 0, stream, hidden, n, D, I, experts,
                           pass.k, E, pass.shared, pass.add_to_out, tables.down, layout_of(type, D, I), out);
 }
@@ -366,29 +376,45 @@ int64_t moe_hidden_floats(int n, int k, int D, int I, const ExpertTables& tables
   return tables.type == WeightType::Exl3 ? int64_t{n} * k * (2 * int64_t{I} + D) : int64_t{n} * (k + 1) * I;
 }
 
-cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
-                        const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream) {
-  if (n < 0 || D < 1 || I < 1 || k < 1 || k > kMaxK || E < 1 || !(limit > 0.0f)) return cudaErrorInvalidValue;
+namespace {
+
+// The arguments every call takes, and both types (checked before anything runs: a refused shared
+// pass must not follow a routed one). EXL3 routed experts are checked by exl3_routed_experts
+// (before it runs); a shared one is refused.
+cudaError_t check_call(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
+                       const ExpertTables& tables, float limit, float* hidden, float* out) {
+  if (n < 0 || D < 1 || I < 1 || k < 0 || k > kMaxK || E < 1 || !(limit > 0.0f)) return cudaErrorInvalidValue;
   if ((n + kGroup - 1) / kGroup > 65535) return cudaErrorInvalidValue;  // grid.y
-  if (!x || !experts || !weights || !hidden || !out || !tables.gate || !tables.up || !tables.down)
+  if (!x || (k > 0 && (!experts || !weights)) || !hidden || !out || !tables.gate || !tables.up || !tables.down)
     return cudaErrorInvalidValue;
-  // Both types checked before anything runs: a refused shared pass must not follow a routed one. EXL3
-  // routed experts are checked by exl3_routed_experts (before it runs); a shared one is refused.
-  const bool exl3 = tables.type == WeightType::Exl3;
   const auto servable = [&](WeightType type) {
     return with_type(type, [&](auto t) {
       using T = decltype(t);
       return kQuantized<T> && !vector_loads<T>(D, I, x, hidden) ? cudaErrorInvalidValue : cudaSuccess;
     });
   };
-  if (const cudaError_t e = exl3 ? cudaSuccess : servable(tables.type)) return e;
-  if (const cudaError_t e = servable(tables.shared_type)) return e;
+  if (const cudaError_t e = k == 0 || tables.type == WeightType::Exl3 ? cudaSuccess : servable(tables.type)) return e;
+  return servable(tables.shared_type);
+}
+
+cudaError_t run_pass(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int E,
+                     const ExpertTables& tables, WeightType type, Pass p, float limit, float* hidden, float* out,
+                     cudaStream_t stream) {
+  return with_type(type, [&](auto t) {
+    return launch_type<decltype(t)>(x, n, D, I, experts, weights, p, E, tables, type, limit, hidden, out, stream);
+  });
+}
+
+}  // namespace
+
+cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
+                        const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream) {
+  if (k < 1) return cudaErrorInvalidValue;
+  if (const cudaError_t e = check_call(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out)) return e;
   const auto pass = [&](WeightType type, Pass p) {
-    return with_type(type, [&](auto t) {
-      return launch_type<decltype(t)>(x, n, D, I, experts, weights, p, E, tables, type, limit, hidden, out, stream);
-    });
+    return run_pass(x, n, D, I, experts, weights, E, tables, type, p, limit, hidden, out, stream);
   };
-  if (exl3) {
+  if (tables.type == WeightType::Exl3) {
     // The routed sum stored (it checks its own arguments before it runs), then the shared expert added.
     if (const cudaError_t e = exl3_routed_experts(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out,
                                                   stream))
@@ -399,6 +425,25 @@ cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* expe
   if (tables.shared_type == tables.type) return pass(tables.type, {k, true, false});
   if (const cudaError_t e = pass(tables.type, {k, false, false})) return e;
   return pass(tables.shared_type, {0, true, true});
+}
+
+cudaError_t moe_shared_expert(const float* x, int n, int D, int I, int E, const ExpertTables& tables, float limit,
+                              int blocks_share, float* hidden, float* out, cudaStream_t stream) {
+  if (blocks_share < 1) return cudaErrorInvalidValue;
+  if (const cudaError_t e = check_call(x, n, D, I, nullptr, nullptr, 0, E, tables, limit, hidden, out)) return e;
+  if (n == 0) return cudaSuccess;
+  return run_pass(x, n, D, I, nullptr, nullptr, E, tables, tables.shared_type, {0, true, false, blocks_share}, limit,
+                  hidden, out, stream);
+}
+
+cudaError_t moe_routed_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k,
+                               int E, const ExpertTables& tables, float limit, cudaEvent_t before_down, float* hidden,
+                               float* out, cudaStream_t stream) {
+  if (k < 1 || tables.type == WeightType::Exl3) return cudaErrorInvalidValue;
+  if (const cudaError_t e = check_call(x, n, D, I, experts, weights, k, E, tables, limit, hidden, out)) return e;
+  if (n == 0) return before_down ? cudaStreamWaitEvent(stream, before_down, 0) : cudaSuccess;  // still joined
+  return run_pass(x, n, D, I, experts, weights, E, tables, tables.type, {k, false, true, 1, before_down}, limit, hidden,
+                  out, stream);
 }
 
 }  // namespace frank::cuda

@@ -251,6 +251,21 @@ int64_t moe_hidden_floats(int n, int k, int D, int I, const ExpertTables& tables
 cudaError_t moe_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k, int E,
                         const ExpertTables& tables, float limit, float* hidden, float* out, cudaStream_t stream);
 
+// moe_experts in two calls, the shared expert's pass apart, so that it can run before the routing
+// is known (beside the router and route, on another stream: CudaOps::moe_forward). First
+// moe_shared_expert stores the shared expert's output (table index E) in out; then
+// moe_routed_experts adds the routed experts' sum to it: out = shared + routed sum, one addition
+// per value, the bits of moe_experts with two types (a + b = b + a exactly). Not for EXL3 routed
+// experts. `hidden`: moe_hidden_floats(n, 0, ..) floats for the first, (n, k, ..) for the second
+// (two buffers when they run at once). `blocks_share`: the shared pass takes 1/blocks_share of the
+// blocks that fit on the GPU (2 beside other kernels, so that theirs fit too). `before_down`: an
+// event the routed pass's down kernel waits for (the shared pass's end on its stream; null: none).
+cudaError_t moe_shared_expert(const float* x, int n, int D, int I, int E, const ExpertTables& tables, float limit,
+                              int blocks_share, float* hidden, float* out, cudaStream_t stream);
+cudaError_t moe_routed_experts(const float* x, int n, int D, int I, const int32_t* experts, const float* weights, int k,
+                               int E, const ExpertTables& tables, float limit, cudaEvent_t before_down, float* hidden,
+                               float* out, cudaStream_t stream);
+
 // ---- sampling (sampling.cu) ------------------------------------------------------------------
 
 // out[r] = the greedy token of row r of logits [rows, vocab]: the lowest index of the largest

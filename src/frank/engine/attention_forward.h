@@ -35,34 +35,49 @@ typename Ops::Array attention_forward(Ops& ops, const Attention& a, const typena
   // unweighted RMSNorm -> RoPE.
   Array q_residual = std::move(projected[0]);
   ops.rms_norm(q_residual, c.q_lora_rank, &w.q_a_norm, eps);
-  Array q = ops.linear(q_residual, w.q_b_proj);
-  ops.norm_rope(q, H, hd, nullptr, eps, start, a.rope());
-
-  // The single K=V row per token, weighted RMSNorm then RoPE.
   Array kv = std::move(projected[1]);
-  ops.norm_rope(kv, 1, hd, &w.kv_norm, eps, start, a.rope());
-
-  Array comp_kv, comp_gate, index_kv, index_gate;
+  Array comp_kv, comp_gate, index_kv, index_gate, index_w;
   if (a.compressor()) {
     comp_kv = std::move(projected[2]);
     comp_gate = std::move(projected[3]);
-    ops.compress(state.compressor, *a.compressor(), comp_kv, comp_gate, start);
   }
-  typename Ops::Selection selected;
   if (ix) {
     const size_t first = a.compressor() ? 4 : 2;
     index_kv = std::move(projected[first]);
     index_gate = std::move(projected[first + 1]);
-    ops.compress(state.indexer, *a.index_compressor(), index_kv, index_gate, start);
-    Array index_q = ops.linear(q_residual, ix->q_b_proj);
-    ops.rope(index_q, c.index_n_heads, c.index_head_dim, start, a.rope(), /*inverse=*/false);
-    Array index_w = std::move(projected[first + 2]);
-    ops.scale(index_w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.index_n_heads))));
-    selected = ops.index_select(index_q, index_w, state.indexer, *a.index_compressor(), start, c.index_topk);
+    index_w = std::move(projected[first + 2]);
   }
 
+  // The single K=V row per token (weighted RMSNorm then RoPE), and the compressor's push.
+  const auto kv_path = [&](Ops& o) {
+    o.norm_rope(kv, 1, hd, &w.kv_norm, eps, start, a.rope());
+    if (a.compressor()) o.compress(state.compressor, *a.compressor(), comp_kv, comp_gate, start);
+  };
+  // The queries, the K=V row and the indexer's selection need only the projections and meet at
+  // attend: a backend may run two chains side by side (ops.concurrently). The side one is the
+  // indexer's (compressor push, index queries, scores, top-k: the longest chain of short kernels)
+  // where the layer has it, else the K=V row's; the queries' large q_b stays on the main one.
+  Array q;
+  typename Ops::Selection selected = ops.concurrently(
+      [&](Ops& o) -> typename Ops::Selection {
+        if (!ix) {
+          kv_path(o);
+          return {};
+        }
+        o.compress(state.indexer, *a.index_compressor(), index_kv, index_gate, start);
+        Array index_q = o.linear(q_residual, ix->q_b_proj);
+        o.rope(index_q, c.index_n_heads, c.index_head_dim, start, a.rope(), /*inverse=*/false);
+        o.scale(index_w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.index_n_heads))));
+        return o.index_select(index_q, index_w, state.indexer, *a.index_compressor(), start, c.index_topk);
+      },
+      [&](Ops& o) {
+        q = o.linear(q_residual, w.q_b_proj);
+        o.norm_rope(q, H, hd, nullptr, eps, start, a.rope());
+        if (ix) kv_path(o);
+      });
+
   // K=V carried RoPE into the values: attend undoes it at the query's position.
-  const Array heads = ops.attend(q, kv, state, a, start, a.index_compressor() ? &selected : nullptr);
+  const Array heads = ops.attend(q, kv, state, a, start, ix ? &selected : nullptr);
   ops.window_store(state, kv, start, c.sliding_window);
   ops.keep_call_record(state, std::move(comp_kv), std::move(comp_gate), std::move(index_kv), std::move(index_gate));
 

@@ -90,6 +90,13 @@ class CpuOps {
   // Pushes the chunk's projections (positions start ..) through the compressor in order.
   void compress(CompressorState& state, const Compressor& compressor, const Tensor& kv, const Tensor& gate,
                 int64_t start) const;
+  // Two chains of ops that do not depend on each other, and side's result: the CPU runs main, then
+  // side (a GPU backend runs them at the same time: cuda::CudaOps::concurrently).
+  template <class Side, class Main>
+  Selection concurrently(Side&& side, Main&& main) {
+    main(*this);
+    return side(*this);
+  }
   // The indexer's top k of the entries each token sees (CSA).
   Selection index_select(const Tensor& q, const Tensor& w, const CompressorState& keys, const Compressor& compressor,
                          int64_t start, int k) const;
