@@ -174,15 +174,19 @@ void CudaModel::finish(DeviceSession& s, int64_t tokens, CallOutputs outputs) {
   s.position += tokens;
 }
 
+CudaOps CudaModel::step_ops(DeviceSession& s, int64_t end_bound, CallOutputs outputs, bool keep_routing) {
+  CudaOps ops(weights_, stream_, {s.position_at.data(), end_bound}, nullptr, keep_routing);
+  if (outputs.record) ops.record_calls(kGraphTokens);
+  ops.replay_routing(model_.weights());
+  for (size_t l = 0; l < s.layers.size(); ++l) ops.prepare(s.layers[l], model_.attention()[l]);
+  ops.set_branch(&branch_);
+  return ops;
+}
+
 CudaModel::Results CudaModel::run_eager(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs,
                                         EagerResults& eager, const engine::ForcedRouting* forced) {
   const auto n = static_cast<int64_t>(ids.size());
-  CudaOps ops(weights_, stream_, {s.position_at.data(), s.position + n});
-  if (outputs.record) ops.record_calls(kGraphTokens);
-  ops.replay_routing(model_.weights());
-  // As a captured step (same kernels, same bits): the session state allocated first, the branch on.
-  for (size_t l = 0; l < s.layers.size(); ++l) ops.prepare(s.layers[l], model_.attention()[l]);
-  ops.set_branch(&branch_);
+  CudaOps ops = step_ops(s, s.position + n, outputs, /*keep_routing=*/true);
   check(cudaEventRecord(begin_, stream_), "cudaEventRecord");
   const CudaOps::Ids device_ids = ops.upload_ids(ids, forced);
   eager.logits = engine::model_forward(ops, model_.config(), model_.weights(), model_.attention(), s.layers,
@@ -222,14 +226,9 @@ std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const 
   g->forced_routing = forced != nullptr;
   g->end_bound = ((s.position + n) / graphs_.span + 1) * graphs_.span;
   // Routing is not kept: last_experts would be memory the graph allocates and does not free.
-  CudaOps ops(weights_, stream_, {s.position_at.data(), g->end_bound}, nullptr, /*keep_routing=*/false);
-  if (outputs.record) ops.record_calls(kGraphTokens);
-  ops.replay_routing(model_.weights());
   // Everything the graph's nodes point at exists before the capture: session state up to the
-  // bound (and the call record), the input ids (and forced experts) and the outputs. So ops may
-  // run on the branch stream (CudaOps::set_branch).
-  for (size_t l = 0; l < s.layers.size(); ++l) ops.prepare(s.layers[l], model_.attention()[l]);
-  ops.set_branch(&branch_);
+  // bound and the call record (step_ops), the input ids (and forced experts) and the outputs.
+  CudaOps ops = step_ops(s, g->end_bound, outputs, /*keep_routing=*/false);
   g->ids = ops.upload_ids(ids, forced);
   g->logits = DeviceArray<float>({outputs.all_logits ? n : 1, c.vocab_size}, stream_);
   if (outputs.streams) g->streams = DeviceArray<float>({n, int64_t{c.hc_mult} * c.hidden_size}, stream_);

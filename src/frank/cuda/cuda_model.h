@@ -141,6 +141,10 @@ class CudaModel {
   Results run(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, EagerResults& eager);
   void finish(DeviceSession& s, int64_t tokens, CallOutputs outputs);
   // `forced`: the call's experts under routing replay, else null.
+  // The ops of a step whose sizes are taken for positions below `end_bound`: the call record kept
+  // when asked, routing replay on, the session state allocated up to the bound, then the branch on
+  // (so no op on the branch allocates state). Eager and captured steps alike: the same kernels.
+  CudaOps step_ops(DeviceSession& s, int64_t end_bound, CallOutputs outputs, bool keep_routing);
   Results run_eager(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs, EagerResults& eager,
                     const engine::ForcedRouting* forced);
   Results replay(DeviceSession& s, std::span<const int32_t> ids, CallOutputs outputs,

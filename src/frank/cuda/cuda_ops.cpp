@@ -411,23 +411,25 @@ CudaOps::Array CudaOps::moe_forward(const model::CommonConfig& c, const model::M
     check(moe_routed_experts(x.data(), n, D, I, experts.data(), weights.data(), k, E, tables, c.swiglu_limit,
                              branch_->finished_event(), hidden.data(), out.data(), stream_),
           "moe (routed experts)");
-  } else if (cpu_layer >= 0) {
+  } else {
     // Experts split by a plan (cpu_experts.h): the host's worker gets the routing while the GPU runs
     // its share, and the GPU waits for the worker's sum on the device (capturable: no host call).
-    cpu->hand_over(cpu_layer, x.data(), n, experts.data(), weights.data(), k, stream_);
-    w_.wait_for_expert_copies();  // the cache's entries and flags read below (a graph's launcher waits before)
-    DeviceArray<int32_t> gpu_share({n, k}, stream_);
-    check(drop_cpu_experts(experts.data(), n * k, w_.cpu_homes(w), E, gpu_share.data(), stream_), "moe (GPU share)");
-    cpu->gpu_share_begin(stream_);
-    check(moe_experts(x.data(), n, D, I, gpu_share.data(), weights.data(), k, E, tables, c.swiglu_limit,
-                      hidden.data(), out.data(), stream_),
+    DeviceArray<int32_t> gpu_share;
+    if (cpu_layer >= 0) {
+      cpu->hand_over(cpu_layer, x.data(), n, experts.data(), weights.data(), k, stream_);
+      w_.wait_for_expert_copies();  // the cache's entries and flags read below (a graph's launcher waits before)
+      gpu_share = DeviceArray<int32_t>({n, k}, stream_);
+      check(drop_cpu_experts(experts.data(), n * k, w_.cpu_homes(w), E, gpu_share.data(), stream_),
+            "moe (GPU share)");
+      cpu->gpu_share_begin(stream_);
+    }
+    check(moe_experts(x.data(), n, D, I, cpu_layer >= 0 ? gpu_share.data() : experts.data(), weights.data(), k, E,
+                      tables, c.swiglu_limit, hidden.data(), out.data(), stream_),
           "moe (experts)");
-    cpu->gpu_share_end(stream_);
-    cpu->add_sum(out.data(), n, stream_);
-  } else {
-    check(moe_experts(x.data(), n, D, I, experts.data(), weights.data(), k, E, tables, c.swiglu_limit, hidden.data(),
-                      out.data(), stream_),
-          "moe (experts)");
+    if (cpu_layer >= 0) {
+      cpu->gpu_share_end(stream_);
+      cpu->add_sum(out.data(), n, stream_);
+    }
   }
   if (keep_routing_ && last_experts != nullptr) *last_experts = std::move(experts);
   return out;
