@@ -190,7 +190,6 @@ struct WarpStates {  // the block's warps' states for head g, in shared memory
 
 template <KvFormat F, int G>
 __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
-  follow_previous_kernel();
   __shared__ float s_m[kWarps][G], s_l[kWarps][G];
   __shared__ float4 s_acc[kWarps][G][kMaxHeadDim / 4];
 
@@ -212,6 +211,16 @@ __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
   }
   const int total = keys.n_window + n_comp, per = (total + a.splits - 1) / a.splits;
   const int k0 = s * per, k1 = k0 + per < total ? k0 + per : total;
+  // The warp's first key, when it is a window ring row, is asked for before the wait for the
+  // previous kernel: the ring holds rows of earlier calls (this call's are stored after attend),
+  // and the position was written before the step. The chunk's own rows and the compressed entries
+  // (the indexer's choice, entries pushed in this call) are this call's: after the wait.
+  const int j0 = k0 + warp;
+  const bool ring_first = j0 < k1 && j0 < keys.n_window && keys.lo + j0 < start;
+  const uint8_t* next = ring_first ? keys[j0] : nullptr;
+  float4 kn[kPerLane];
+  if (ring_first) load_key<F>(next, a.layout, kn);
+  follow_previous_kernel();
 
   float4 qv[G][kPerLane], acc[G][kPerLane];
   float m[G], l[G];
@@ -223,10 +232,11 @@ __global__ void __launch_bounds__(kWarps * 32) attend_kernel(AttendArgs a) {
     for (int i = 0; i < kPerLane; ++i) acc[g][i] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   // Software pipeline: the next key's row is in flight while this one is used.
-  const uint8_t* next = k0 + warp < k1 ? keys[k0 + warp] : nullptr;
-  float4 kn[kPerLane];
-  load_key<F>(next, a.layout, kn);
-  for (int j = k0 + warp; j < k1; j += kWarps) {
+  if (!ring_first) {
+    next = j0 < k1 ? keys[j0] : nullptr;
+    load_key<F>(next, a.layout, kn);
+  }
+  for (int j = j0; j < k1; j += kWarps) {
     const bool present = next != nullptr;
     float4 kv[kPerLane];
 #pragma unroll
