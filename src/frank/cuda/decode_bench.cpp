@@ -199,9 +199,9 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
 
   // Two CUDA graphs of one step: `marked` with an external event node before every layer, before
   // the head and after it (their timestamps give the per-layer times), and `served` without them,
-  // as a served step is captured. The step time is served's: an event node between two kernels ends
-  // the programmatic overlap of the second's launch with the first's end (launch.cuh), which a
-  // served step does not pay; marked's own step time is reported beside it.
+  // as a served step is captured. The step time is served's: the event nodes cost time at replay
+  // (8-9 us a step on an H200, bench/results/decode-h200-2026-12-01-s13), which a served step does
+  // not pay; marked's own step time is reported beside it.
   std::vector<cudaEvent_t> events(static_cast<size_t>(L) + 2);
   for (auto& e : events) check(cudaEventCreate(&e), "cudaEventCreate");
   const auto capture = [&](bool marked) {
