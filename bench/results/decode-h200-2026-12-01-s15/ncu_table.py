@@ -7,13 +7,12 @@ import collections, csv, io, lzma, re, sys
 path = sys.argv[1] if len(sys.argv) > 1 else "run2/ncu.csv.xz"
 text = lzma.open(path, "rt").read()
 rows = csv.DictReader(io.StringIO("\n".join(l for l in text.splitlines() if l.startswith('"'))))
+to_us_or_mb = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}
 kernels = collections.OrderedDict()
 for r in rows:
-    k = kernels.setdefault(int(r["ID"]), {"name": re.sub(r"^(void )?unnamed>::", "", re.sub(r"\(.*", "", r["Kernel Name"])),
-                                          "grid": r["Grid Size"].strip("()").split(",")[0]})
-    v, unit = float(r["Metric Value"].replace(",", "")), r["Metric Unit"]
-    scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}
-    k[r["Metric Name"]] = v * scale.get(unit, 1.0)
+    name = re.sub(r"^(void )?unnamed>::", "", re.sub(r"\(.*", "", r["Kernel Name"]))
+    k = kernels.setdefault(int(r["ID"]), {"name": name, "grid": r["Grid Size"].strip("()").split(",")[0]})
+    k[r["Metric Name"]] = float(r["Metric Value"].replace(",", "")) * to_us_or_mb.get(r["Metric Unit"], 1.0)
 ks = list(kernels.values())
 first = next(i for i, k in enumerate(ks) if k["name"] == "embed_streams_kernel")
 last = next(i for i in range(first, len(ks)) if ks[i]["name"].startswith("linear_kernel") and ks[i]["grid"] == "8080")
