@@ -5,7 +5,14 @@
 namespace frank::cuda {
 
 BranchStream::BranchStream() {
-  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate (branch)");
+  // The device's greatest priority: where both streams have blocks waiting for a multiprocessor,
+  // the branch's go first. Its chains are latency-bound (the CSA indexer's scores and top-k, the
+  // K=V row) while the main one streams weights, whose blocks fill in around them: 1.5-3 us a
+  // decode step on an H200, and 10 us slower the other way round
+  // (bench/results/decode-h200-2026-12-01-s16).
+  int least = 0, greatest = 0;
+  check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+  check(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest), "cudaStreamCreate (branch)");
   // Timing off: the events only order the two streams.
   check(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming), "cudaEventCreate (fork)");
   check(cudaEventCreateWithFlags(&finished_, cudaEventDisableTiming), "cudaEventCreate (branch end)");

@@ -255,7 +255,8 @@ std::unique_ptr<StepGraph> CudaModel::capture(DeviceSession& s, std::span<const 
   }
   check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
   g->hand_overs = cpu != nullptr ? cpu->captured() - hand_overs : 0;
-  const cudaError_t made = cudaGraphInstantiate(&g->exec, graph, 0);
+  // Node priorities: the branch stream's kernels keep theirs (branch_stream.h).
+  const cudaError_t made = cudaGraphInstantiate(&g->exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   cudaGraphDestroy(graph);
   check(made, "cudaGraphInstantiate");
   return g;

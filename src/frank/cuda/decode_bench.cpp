@@ -219,7 +219,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
         check(cudaEventRecordWithFlags(events[static_cast<size_t>(L) + 1], stream, cudaEventRecordExternal), "event");
     }
     check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
-    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    check(cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority), "cudaGraphInstantiate");
     check(cudaGraphDestroy(graph), "cudaGraphDestroy");  // the executable graph is independent of it
     return exec;
   };

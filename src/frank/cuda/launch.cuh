@@ -8,6 +8,18 @@
 
 namespace frank::cuda {
 
+// A kernel carries the priority of the stream it is launched on (the branch stream's is the
+// device's greatest: branch_stream.h) as a launch attribute, so that a captured graph, instantiated
+// with cudaGraphInstantiateFlagUseNodePriority, keeps it node by node. False for the default
+// priority: nothing to attach.
+inline bool stream_priority(cudaStream_t stream, cudaLaunchAttribute& attribute) {
+  int priority = 0;
+  if (cudaStreamGetPriority(stream, &priority) != cudaSuccess || priority == 0) return false;
+  attribute.id = cudaLaunchAttributePriority;
+  attribute.val.priority = priority;
+  return true;
+}
+
 // The first statement of a kernel launched with launch_dependent (before any early return).
 __device__ __forceinline__ void follow_previous_kernel() {
   cudaGridDependencySynchronize();
@@ -22,11 +34,11 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
-  cudaLaunchAttribute overlap{};
-  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &overlap;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attributes;
+  config.numAttrs = stream_priority(stream, attributes[1]) ? 2 : 1;
   if (const cudaError_t e = cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...)) return e;
   return cudaGetLastError();
 }

@@ -23,6 +23,8 @@
 //     a lane), weights bypassing L1 so that the activations stay there, and keeps one partial sum
 //     per output row and token; a warp exchange sums them over the lanes and the block adds the 8
 //     warps' sums in a fixed order (no atomics: every run gives the same bits).
+//     For one token of 16-byte dense weights, down instead keeps the next (unit, chunk)'s loads
+//     in flight while it multiplies the current one (two register stages, the same sums).
 // Both kernels are programmatic dependents of the kernel before them (route, then gate_up): their
 // blocks start while it ends; down's first weight loads go out before it waits for `hidden`.
 //
@@ -165,6 +167,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 // grid (blocks per group, groups). Unit = output rows d0 .. d0 + R; warp w sums over its slice of
 // the chunks of 32*V columns of every expert's I, the experts in plan order. `add_to_out`: the sum
 // is added to out (a pass after the routed experts' one) instead of stored.
+// One token of 16-byte dense weights (decode) keeps two stages of loads instead of batches: a
+// warp's steps (unit, chunk) of a pass run as one sequence, the next step's R loads in flight
+// while the current step is multiplied, so its loads never drain at a unit's end. The sums and
+// their order are the batches' (bit for bit); 1-4 us a decode step on an H200
+// (bench/results/decode-h200-2026-12-01-s15, run 9; -s16).
 template <class T, int V, int TC>
 __global__ void __launch_bounds__(kThreads, 2)
     down_kernel(const float* __restrict__ hidden, int n, int D, int I, const int32_t* __restrict__ experts, int k,
@@ -173,6 +180,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr int R = kQuantized<T> ? 4 : Shape<TC>::down_rows, M = R * TC;
   constexpr int kChunks = kQuantized<T> ? 1 : Shape<TC>::down_chunks;
   constexpr int kUnits = kPartFloats / (kWarps * M);
+  constexpr bool kStaged = !kQuantized<T> && TC == 1 && V > 1;
   __shared__ Plan p;
   __shared__ float part[kUnits][kWarps][M];  // [unit of the pass][warp][r * TC + t]
   const int group = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -188,44 +196,90 @@ __global__ void __launch_bounds__(kThreads, 2)
   const auto passes = [&](auto aligned) {
     for (int pass = begin; pass < end; pass += kUnits) {
       const int pass_units = min(kUnits, end - pass);
-      for (int i = 0; i < pass_units; ++i) {
-        const int d0 = (pass + i) * R;
-        float acc[M] = {};
-        for (int c = c0; c < c1; c += kChunks) {
-          Weights<T, V> w[kChunks][R];
-          int u[kChunks], col[kChunks];
-          bool ok[kChunks];
+      if constexpr (kStaged) {
+        const int per_unit = c1 - c0, steps = per_unit * pass_units;
+        if (per_unit == 0 && lane < M)  // no chunk in this warp's slice: its sums are zeros
+          for (int i = 0; i < pass_units; ++i) part[i][warp][lane] = 0.0f;
+        // Step s: unit s / per_unit of the pass, chunk c0 + s % per_unit.
+        const auto load_step = [&](int step, Weights<T, V> (&w)[R]) {
+          const int d0 = (pass + step / per_unit) * R, c = c0 + step % per_unit;
+          const int col = c % per_expert * 32 * V + lane * V;
 #pragma unroll
-          for (int j = 0; j < kChunks; ++j) {
-            ok[j] = c + j < c1;
-            u[j] = ok[j] ? (c + j) / per_expert : 0;
-            col[j] = (c + j) % per_expert * 32 * V + lane * V;
-            ok[j] = ok[j] && col[j] < I;
-            const void* m = p.w[0][u[j]];
+          for (int r = 0; r < R; ++r)  // rows past D: read again, not kept
+            w[r] = load_row<T, V, decltype(aligned)::value>(p.w[0][c / per_expert], layout, min(d0 + r, D - 1), col,
+                                                            col < I);
+        };
+        float acc[M];
+        const auto use_step = [&](int step, const Weights<T, V> (&w)[R]) {
+          const int i = step / per_unit, c = c0 + step % per_unit, u = c / per_expert;
+          const int col = c % per_expert * 32 * V + lane * V;
+          if (c == c0)
 #pragma unroll
-            for (int r = 0; r < R; ++r)  // rows past D: read again, not kept
-              w[j][r] = load_row<T, V, decltype(aligned)::value>(m, layout, min(d0 + r, D - 1), col[j], ok[j]);
+            for (float& a : acc) a = 0.0f;
+          if (p.mask[u] & 1) {
+            float a[V];
+            load_activations<V>(hg + static_cast<size_t>(p.base[u]) * I, col, col < I, a);
+            accumulate<T, V, TC>(w, a, 0, acc);
           }
-          if (!waited) {
-            cudaGridDependencySynchronize();
-            waited = true;
+          if (c == c1 - 1) {
+            const float s = warp_sums<M>(acc);
+            if (lane < M) part[i][warp][lane] = s;
           }
-#pragma unroll
-          for (int j = 0; j < kChunks; ++j) {
-            const uint32_t mask = p.mask[u[j]];
-            const float* h = hg + static_cast<size_t>(p.base[u[j]]) * I;
-#pragma unroll
-            for (int t = 0; t < TC; ++t) {
-              if (!(mask >> t & 1)) continue;
-              float a[V];
-              load_activations<V>(h, col[j], ok[j], a);
-              h += I;  // the expert's next token's row
-              accumulate<T, V, TC>(w[j], a, t, acc);
-            }
+        };
+        Weights<T, V> even[R], odd[R];
+        if (steps > 0) load_step(0, even);
+        if (!waited) {
+          cudaGridDependencySynchronize();
+          waited = true;
+        }
+        for (int step = 0; step < steps; step += 2) {
+          if (step + 1 < steps) load_step(step + 1, odd);
+          use_step(step, even);
+          if (step + 1 < steps) {
+            if (step + 2 < steps) load_step(step + 2, even);
+            use_step(step + 1, odd);
           }
         }
-        const float s = warp_sums<M>(acc);
-        if (lane < M) part[i][warp][lane] = s;
+      } else {
+        for (int i = 0; i < pass_units; ++i) {
+          const int d0 = (pass + i) * R;
+          float acc[M] = {};
+          for (int c = c0; c < c1; c += kChunks) {
+            Weights<T, V> w[kChunks][R];
+            int u[kChunks], col[kChunks];
+            bool ok[kChunks];
+#pragma unroll
+            for (int j = 0; j < kChunks; ++j) {
+              ok[j] = c + j < c1;
+              u[j] = ok[j] ? (c + j) / per_expert : 0;
+              col[j] = (c + j) % per_expert * 32 * V + lane * V;
+              ok[j] = ok[j] && col[j] < I;
+              const void* m = p.w[0][u[j]];
+#pragma unroll
+              for (int r = 0; r < R; ++r)  // rows past D: read again, not kept
+                w[j][r] = load_row<T, V, decltype(aligned)::value>(m, layout, min(d0 + r, D - 1), col[j], ok[j]);
+            }
+            if (!waited) {
+              cudaGridDependencySynchronize();
+              waited = true;
+            }
+#pragma unroll
+            for (int j = 0; j < kChunks; ++j) {
+              const uint32_t mask = p.mask[u[j]];
+              const float* h = hg + static_cast<size_t>(p.base[u[j]]) * I;
+#pragma unroll
+              for (int t = 0; t < TC; ++t) {
+                if (!(mask >> t & 1)) continue;
+                float a[V];
+                load_activations<V>(h, col[j], ok[j], a);
+                h += I;  // the expert's next token's row
+                accumulate<T, V, TC>(w[j], a, t, acc);
+              }
+            }
+          }
+          const float s = warp_sums<M>(acc);
+          if (lane < M) part[i][warp][lane] = s;
+        }
       }
       // out is written (or read) only after gate_up has ended: it may alias gate_up's inputs, and in
       // the shared expert's pass gate_up ends after the routed pass's down has written out.

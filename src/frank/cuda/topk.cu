@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "frank/cuda/launch.cuh"
 #include "frank/cuda/topk.cuh"
 #include "frank/cuda/topk_select.cuh"
 #include "frank/cuda/topk_team.cuh"
@@ -68,14 +69,15 @@ cudaError_t launch(const TeamDevice& d, int team, const float* scores, int rows,
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = kSharedBytes + 4 * static_cast<size_t>(slots);
   config.stream = stream;
+  cudaLaunchAttribute attributes[2]{};
+  config.attrs = attributes;
+  config.numAttrs = stream_priority(stream, attributes[0]) ? 1 : 0;
   if (team == 1) return cudaLaunchKernelEx(&config, topk_block_kernel, scores, n, k, out, slots);
-  cudaLaunchAttribute cluster{};
+  cudaLaunchAttribute& cluster = attributes[config.numAttrs++];
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = team;
   cluster.val.clusterDim.y = 1;
   cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, topk_cluster_kernel, scores, n, k, out, slots);
 }
 
