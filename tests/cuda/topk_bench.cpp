@@ -21,6 +21,7 @@ namespace {
 constexpr size_t kArena = size_t{64} << 20;  // floats (256 MB)
 constexpr int kWarmup = 10;
 constexpr int kK = 512;
+constexpr int kVariants = 6;
 
 struct Stats {
   double med = 0, min = 0, max = 0;  // microseconds
@@ -109,11 +110,12 @@ Stats time_launches(int version, int cluster, int rows, int n, const float* aren
 
 struct Row {
   int rows, n, auto_cluster;
-  Stats cold[5], hot[5];  // v1, v2 (own choice), v2 at 2, 4, 8 blocks
+  Stats cold[kVariants], hot[kVariants];
 };
 
-constexpr int kVersion[5] = {1, 2, 2, 2, 2};
-constexpr int kCluster[5] = {0, 0, 2, 4, 8};
+// v1, v2 (own choice), v2 at 2, 4, 8 blocks, v3
+constexpr int kVersion[kVariants] = {1, 2, 2, 2, 2, 3};
+constexpr int kCluster[kVariants] = {0, 0, 2, 4, 8, 0};
 
 double gbps(const Row& r, double us) { return 4.0 * r.rows * r.n / (us * 1e3); }
 
@@ -124,16 +126,16 @@ int run_topk_bench(int launches) {
   DeviceBuffer<float> arena(kArena);
   DeviceBuffer<int32_t> out(8 * kK);
   CUDA_OK(cudaMemcpy(arena.get(), host.data(), kArena * sizeof(float), cudaMemcpyHostToDevice));
-  for (int v = 0; v < 5; ++v)  // first launches: module load, device setup
+  for (int v = 0; v < kVariants; ++v)  // first launches: module load, device setup
     CUDA_OK(frank::cuda::topk(kVersion[v], arena.get(), 8, 1 << 20, kK, out.get(), nullptr, kCluster[v]));
   CUDA_OK(cudaDeviceSynchronize());
 
   std::vector<Row> table;
   bool graph = true;
   for (int rows : {1, 2, 4, 8})
-    for (int n : {1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20}) {
+    for (int n : {1 << 10, 1 << 12, 1 << 13, 1 << 14, 1 << 16, 1 << 18, 1 << 20}) {
       Row r{rows, n, frank::cuda::topk_cluster_size(n), {}, {}};
-      for (int v = 0; v < 5; ++v) {
+      for (int v = 0; v < kVariants; ++v) {
         bool g1, g2;
         r.cold[v] = time_launches(kVersion[v], kCluster[v], rows, n, arena.get(), out.get(), true, launches, &g1);
         r.hot[v] = time_launches(kVersion[v], kCluster[v], rows, n, arena.get(), out.get(), false, launches, &g2);
@@ -143,13 +145,14 @@ int run_topk_bench(int launches) {
     }
 
   std::printf("\nlaunches %s\n", graph ? "in one CUDA graph per configuration" : "enqueued directly (graph path failed)");
-  std::printf("median us over %d launches, k=%d; v2.cN = cluster of N blocks per row\n", launches, kK);
-  std::printf("rows  length |   cold: v1   v2.c2   v2.c4   v2.c8 |    hot: v1   v2.c2   v2.c4   v2.c8\n");
+  std::printf("median us over %d launches, k=%d; v2.cN = cluster of N blocks per row; v3 = registers up to %d\n",
+              launches, kK, frank::cuda::kTopKShortMax);
+  std::printf("rows  length |   cold: v1   v2.c2   v2.c4   v2.c8      v3 |    hot: v1   v2.c2   v2.c4   v2.c8      v3\n");
   for (const Row& r : table) {
     std::printf("%4d %7d |", r.rows, r.n);
-    for (int v : {0, 2, 3, 4}) std::printf(" %7.1f", r.cold[v].med);
+    for (int v : {0, 2, 3, 4, 5}) std::printf(" %7.1f", r.cold[v].med);
     std::printf(" |      ");
-    for (int v : {0, 2, 3, 4}) std::printf(" %7.1f", r.hot[v].med);
+    for (int v : {0, 2, 3, 4, 5}) std::printf(" %7.1f", r.hot[v].med);
     std::printf("\n");
   }
 

@@ -29,7 +29,8 @@ struct Variant {
   int cluster;  // version 2's blocks per row; 0 = its own choice
 };
 // Version 2 at each forced cluster size too, so the check covers every split of a row.
-constexpr Variant kVariants[] = {{"v1", 1, 0}, {"v2", 2, 0}, {"v2.c2", 2, 2}, {"v2.c4", 2, 4}, {"v2.c8", 2, 8}};
+constexpr Variant kVariants[] = {{"v1", 1, 0},     {"v2", 2, 0},     {"v2.c2", 2, 2},
+                                 {"v2.c4", 2, 4}, {"v2.c8", 2, 8}, {"v3", 3, 0}};
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 struct Tally {
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
   using namespace frank_test;
   TopkCheckOptions o{.seed = 20261201, .launches = 60};
   std::string rows;
-  CLI::App app{"the indexer top-k kernels (v1, v2 and v2 at cluster sizes 2, 4, 8) against the CPU reference"};
+  CLI::App app{"the indexer top-k kernels (v1, v2, v2 at cluster sizes 2, 4, 8, and v3) against the CPU reference"};
   add_topk_check_options(app, o);
   app.add_option("--rows", rows, "check the rows of a dump (DIR/topk-rows.bin of frank --dump-topk-rows DIR) instead")
       ->check(CLI::ExistingFile);

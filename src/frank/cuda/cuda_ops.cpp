@@ -314,7 +314,7 @@ CudaOps::Selection CudaOps::index_select(const Array& q, const Array& w, const D
                        reinterpret_cast<const float*>(keys.entries.data()), position_.device, comp.ratio(),
                        static_cast<int>(cols), scores.data(), stream_),
         "index_select");
-  check(topk(2, scores.data(), static_cast<int>(n), static_cast<int>(cols), k, selected.data(), stream_),
+  check(topk(3, scores.data(), static_cast<int>(n), static_cast<int>(cols), k, selected.data(), stream_),
         "index_select (top-k)");
   return selected;
 }

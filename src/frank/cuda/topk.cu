@@ -4,7 +4,10 @@
 //              row, so a long row is read by C SMs at once; histograms are summed into every
 //              block's shared memory with remote atomics (distributed shared memory), and the
 //              gathered entries go to rank 0's pool the same way.
-// Shared memory per block: Shared (80 KB), then a region for the chunk's key cache or list.
+//   version 3: rows of up to 16,384 entries on one 1,024-thread block that holds the row's keys in
+//              registers and ~25 KB of shared memory (topk_short.cuh); longer rows as version 2.
+// Shared memory per block of versions 1 and 2: Shared (80 KB), then a region for the chunk's key
+// cache or list.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include "frank/cuda/launch.cuh"
 #include "frank/cuda/topk.cuh"
 #include "frank/cuda/topk_select.cuh"
+#include "frank/cuda/topk_short.cuh"
 #include "frank/cuda/topk_team.cuh"
 
 namespace frank::cuda {
@@ -37,6 +41,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   select_row(ClusterTeam{}, ScoreRow<false>{scores + row * n, nullptr}, n, k, out + row * k, s,
              reinterpret_cast<uint32_t*>(smem + kSharedBytes), slots);
 #endif
+}
+
+// E keys a thread: rows of up to E * kThreads entries.
+template <int E>
+__global__ void __launch_bounds__(kThreads, 1) topk_short_kernel(const float* scores, int n, int k, int32_t* out) {
+  __shared__ ShortShared s;
+  const size_t row = blockIdx.y;
+  select_short<E>(scores + row * n, n, k, out + row * k, s);
+}
+
+cudaError_t launch_short(const float* scores, int rows, int n, int k, int32_t* out, cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1, rows);
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute priority{};
+  config.attrs = &priority;
+  config.numAttrs = stream_priority(stream, priority) ? 1 : 0;
+  if (n <= 4 * kThreads) return cudaLaunchKernelEx(&config, topk_short_kernel<4>, scores, n, k, out);
+  if (n <= 8 * kThreads) return cudaLaunchKernelEx(&config, topk_short_kernel<8>, scores, n, k, out);
+  static_assert(kShortPerThread == 16 && kShortMax == kTopKShortMax);
+  return cudaLaunchKernelEx(&config, topk_short_kernel<16>, scores, n, k, out);
 }
 
 // What a device allows, read and configured once per device.
@@ -96,14 +122,15 @@ cudaError_t topk(int version, const float* scores, int rows, int n, int k, int32
   const bool pow2 = cluster_size >= 0 && (cluster_size & (cluster_size - 1)) == 0;
   if (rows < 0 || rows > 65535 || n < 0 || k < 1 || k > kTopKMaxK || !pow2 || cluster_size > kTopKMaxCluster)
     return cudaErrorInvalidValue;
-  if (version != 1 && version != 2) return cudaErrorInvalidValue;
+  if (version < 1 || version > 3) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
+  if (version == 3 && n <= kShortMax) return launch_short(scores, rows, n, k, out, stream);
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device)) return e;
   const TeamDevice& d = device_info(device);
   if (d.error) return d.error;
   int team = 1;
-  if (version == 2 && d.clusters) team = cluster_size ? cluster_size : topk_cluster_size(n);
+  if (version >= 2 && d.clusters) team = cluster_size ? cluster_size : topk_cluster_size(n);
   return launch(d, team, scores, rows, n, k, out, stream);
 }
 

@@ -229,9 +229,10 @@ __device__ inline int block_exclusive_scan(int v, int* warp_sum, int* total) {
 
 // Scans histogram h from the top bin down and returns its total; need = need_of(total). When
 // 1 <= need <= total, s.pick is the bin holding the need-th largest entry. Every thread must call
-// it; s.pick is valid after it returns, until the next call.
-template <class NeedOf>
-__device__ int pick_bin(const uint32_t* h, NeedOf need_of, Shared& s) {
+// it; s.pick is valid after it returns, until the next call. S: any block's shared memory with
+// warp_sum and pick (Shared, or topk_short.cuh's ShortShared).
+template <class NeedOf, class S>
+__device__ int pick_bin(const uint32_t* h, NeedOf need_of, S& s) {
   const int top = kBins - 1 - 4 * static_cast<int>(threadIdx.x);  // thread order = bins descending
   const int c[4] = {static_cast<int>(h[top]), static_cast<int>(h[top - 1]), static_cast<int>(h[top - 2]),
                     static_cast<int>(h[top - 3])};

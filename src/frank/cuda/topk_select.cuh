@@ -51,8 +51,9 @@ __device__ inline void sort_pool(Shared& s, int m, int k, int k_eff, int32_t* ou
 }
 
 // Resolves `level` from the team-wide histogram h: extends d's prefix by the bin holding the
-// (k_eff - above)-th best entry. Level 0 sets k_eff = min(k, counted entries).
-__device__ inline void resolve(const uint32_t* h, int level, int k, Decision& d, Shared& s) {
+// (k_eff - above)-th best entry. Level 0 sets k_eff = min(k, counted entries). S as for pick_bin.
+template <class S>
+__device__ inline void resolve(const uint32_t* h, int level, int k, Decision& d, S& s) {
   const uint32_t parent = level == 0 ? 0u : d.prefix;
   const int above = level == 0 ? 0 : d.above;
   int k_eff = level == 0 ? 0 : d.k_eff;
