@@ -6,8 +6,8 @@
 // - every level after the first load reads registers, not memory, and the block needs ~25 KB of
 //   shared memory (one histogram, a pool of 1,024 entries, the sort's second buffer laid over the
 //   histogram) instead of select_row's 96 KB or more;
-// - entries get their pool slots from a block scan, not from one atomic claim per entry (whose
-//   returns would come one after another) nor one per warp (32 warps on one counter);
+// - entries get their pool slots from one block scan, in thread order, instead of one atomic claim
+//   per entry, whose returns come one after another;
 // - the pool is kept in two parts, the entries above the k-th key's bin (`above` of them, all
 //   selected) and those in it (`eq`), and each part is sorted by its own group of threads at the
 //   same time: a bitonic sort's cost grows with its width (a power of two) and its steps with the
@@ -38,9 +38,10 @@ __device__ __forceinline__ int group_width(int count) { return max(32, 1 << (32 
 
 // Appends key[e] (entry e * kThreads + t) to the pool for every bit e set in take[part]: part 0
 // at pool + *count0, part 1 at pool + first1 + *count1; the counts grow by what was pushed (the
-// same in every thread). Slots come from one block scan of both parts' counts (16 bits each), not
-// from atomics on a shared counter, which 32 warps would take one after another. Every thread of
-// the block calls it.
+// same in every thread). Slots come from one block scan of both parts' counts (16 bits each), so
+// the pool's layout does not depend on timing. (One atomic per warp on each part's counter was
+// ~500 cycles faster in session 17's run 6, with the sort of that run; not measured with this
+// one.) Every thread of the block calls it.
 template <int E>
 __device__ __forceinline__ void push_parts(const uint32_t (&key)[E], const uint32_t (&take)[2], ShortShared& s,
                                            int* count0, int first1, int* count1) {
