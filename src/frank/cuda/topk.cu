@@ -51,14 +51,23 @@ __global__ void __launch_bounds__(kThreads, 1) topk_short_kernel(const float* sc
   select_short<E>(scores + row * n, n, k, out + row * k, s);
 }
 
-cudaError_t launch_short(const float* scores, int rows, int n, int k, int32_t* out, cudaStream_t stream) {
+// A launch of kThreads-thread blocks carrying the stream's priority (launch.cuh), the first of
+// `attributes` when it has one.
+cudaLaunchConfig_t launch_config(dim3 grid, size_t shared_bytes, cudaStream_t stream,
+                                 cudaLaunchAttribute (&attributes)[2]) {
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(1, rows);
+  config.gridDim = grid;
   config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
-  cudaLaunchAttribute priority{};
-  config.attrs = &priority;
-  config.numAttrs = stream_priority(stream, priority) ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = stream_priority(stream, attributes[0]) ? 1 : 0;
+  return config;
+}
+
+cudaError_t launch_short(const float* scores, int rows, int n, int k, int32_t* out, cudaStream_t stream) {
+  cudaLaunchAttribute attributes[2]{};
+  const cudaLaunchConfig_t config = launch_config(dim3(1, rows), 0, stream, attributes);
   if (n <= 4 * kThreads) return cudaLaunchKernelEx(&config, topk_short_kernel<4>, scores, n, k, out);
   if (n <= 8 * kThreads) return cudaLaunchKernelEx(&config, topk_short_kernel<8>, scores, n, k, out);
   static_assert(kShortPerThread == 16 && kShortMax == kTopKShortMax);
@@ -90,14 +99,9 @@ int region_slots(const TeamDevice& d, int n, int team) {
 cudaError_t launch(const TeamDevice& d, int team, const float* scores, int rows, int n, int k, int32_t* out,
                    cudaStream_t stream) {
   const int slots = region_slots(d, n, team);
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(team, rows);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSharedBytes + 4 * static_cast<size_t>(slots);
-  config.stream = stream;
   cudaLaunchAttribute attributes[2]{};
-  config.attrs = attributes;
-  config.numAttrs = stream_priority(stream, attributes[0]) ? 1 : 0;
+  cudaLaunchConfig_t config =
+      launch_config(dim3(team, rows), kSharedBytes + 4 * static_cast<size_t>(slots), stream, attributes);
   if (team == 1) return cudaLaunchKernelEx(&config, topk_block_kernel, scores, n, k, out, slots);
   cudaLaunchAttribute& cluster = attributes[config.numAttrs++];
   cluster.id = cudaLaunchAttributeClusterDimension;

@@ -27,6 +27,20 @@ namespace frank::cuda::topk_detail {
 __device__ __forceinline__ int level_shift(int level) { return level == 0 ? 20 : level == 1 ? 10 : 0; }
 __device__ __forceinline__ int level_bits(int level) { return level == 0 ? 12 : 10; }
 
+// A level's view of the keys: digit(key) is the key's bits resolved once this level is (key >> its
+// shift), and only keys in the bin the earlier levels chose (the prefix's parent; every key at
+// level 0) take part in it.
+struct Level {
+  int shift, parent_shift;
+  uint32_t parent;
+  __device__ Level(int level, uint32_t prefix)
+      : shift(level_shift(level)),
+        parent_shift(level == 0 ? 32 : level_shift(level - 1)),
+        parent(level == 0 ? 0u : prefix >> level_bits(level)) {}
+  __device__ uint32_t digit(uint32_t key) const { return key >> shift; }
+  __device__ bool in_parent(uint32_t key) const { return parent_shift == 32 || (key >> parent_shift) == parent; }
+};
+
 // What the last resolved level decided; the same in every thread of the team.
 struct Decision {
   uint32_t prefix;  // the key bits resolved so far (the k-th best key's)
@@ -185,15 +199,11 @@ __device__ void select_row(const Team& team, const Source& src, int n, int k, in
       return;  // no block touches another's memory after the merge's sync
     }
     for (int level = 0;; ++level) {
-      const int sh = level_shift(level);
-      // Only entries in the parent bin (level > 0) take part in this level.
-      const int parent_sh = level == 0 ? 32 : level_shift(level - 1);
-      const uint32_t parent = level == 0 ? 0u : d.prefix >> level_bits(level);
-      auto in_parent = [=](uint32_t key) { return parent_sh == 32 || (key >> parent_sh) == parent; };
+      const Level lv(level, d.prefix);
       if (d.above + d.eq <= kPool) {
         // Gather: everything with prefix >= d.prefix (those above and the candidates).
         sweep_again(c, [&](int i, uint32_t key) {
-          if (key && (key >> sh) >= d.prefix && in_parent(key)) push(key, i);
+          if (key && lv.digit(key) >= d.prefix && lv.in_parent(key)) push(key, i);
         });
         break;
       }
@@ -214,8 +224,8 @@ __device__ void select_row(const Team& team, const Source& src, int n, int k, in
       __syncthreads();
       const int next_sh = level_shift(level + 1);
       sweep_again(c, [&](int i, uint32_t key) {
-        if (!key || !in_parent(key)) return;
-        const uint32_t p = key >> sh;
+        if (!key || !lv.in_parent(key)) return;
+        const uint32_t p = lv.digit(key);
         if (p > d.prefix)
           push(key, i);
         else if (p == d.prefix)

@@ -37,24 +37,23 @@ struct ShortShared {
 __device__ __forceinline__ int group_width(int count) { return max(32, 1 << (32 - __clz(max(count, 1) - 1))); }
 
 // Appends key[e] (entry e * kThreads + t) to the pool for every bit e set in take[part]: part 0
-// at pool + *count0, part 1 at pool + first1 + *count1; the counts grow by what was pushed (the
-// same in every thread). Slots come from one block scan of both parts' counts (16 bits each), so
-// the pool's layout does not depend on timing. (One atomic per warp on each part's counter was
-// ~500 cycles faster in session 17's run 6, with the sort of that run; not measured with this
-// one.) Every thread of the block calls it.
+// at pool + *count0, which grows by what was pushed (the same in every thread), part 1 at
+// pool + first1 (only the last gather fills it). Slots come from one block scan of both parts'
+// counts (16 bits each), so the pool's layout does not depend on timing. (One atomic per warp on
+// each part's counter was ~500 cycles faster in session 17's run 6, with the sort of that run;
+// not measured with this one.) Every thread of the block calls it.
 template <int E>
 __device__ __forceinline__ void push_parts(const uint32_t (&key)[E], const uint32_t (&take)[2], ShortShared& s,
-                                           int* count0, int first1, int* count1) {
+                                           int* count0, int first1) {
   int total;
   const int before = block_exclusive_scan(__popc(take[0]) | __popc(take[1]) << 16, s.warp_sum, &total);
-  int slot[2] = {*count0 + (before & 0xffff), first1 + *count1 + (before >> 16)};
+  int slot[2] = {*count0 + (before & 0xffff), first1 + (before >> 16)};
 #pragma unroll
   for (int e = 0; e < E; ++e)
 #pragma unroll
     for (int part = 0; part < 2; ++part)
       if (take[part] >> e & 1u) s.pool[slot[part]++] = composite(key[e], e * kThreads + static_cast<int>(threadIdx.x));
   *count0 += total & 0xffff;
-  *count1 += total >> 16;
 }
 
 // Sorts v, one entry for each of the kWidth threads of a group (t their rank), descending across
@@ -142,15 +141,11 @@ __device__ void select_short(const float* row, int n, int k, int32_t* out, Short
   __syncthreads();
   Decision d{};
   resolve(s.hist, 0, k, d, s);
-  int pushed[2] = {0, 0};  // entries in each part of the pool
+  int pushed = 0;  // entries in the pool's first part
   for (int j = d.k_eff + t; j < k; j += kThreads) out[j] = -1;  // fewer selectable entries than k
   if (d.k_eff == 0) return;
   for (int level = 0;; ++level) {
-    const int sh = level_shift(level);
-    // Only entries in the parent bin (level > 0) take part in this level.
-    const int parent_sh = level == 0 ? 32 : level_shift(level - 1);
-    const uint32_t parent = level == 0 ? 0u : d.prefix >> level_bits(level);
-    auto in_parent = [=](uint32_t key) { return parent_sh == 32 || (key >> parent_sh) == parent; };
+    const Level lv(level, d.prefix);
     // Both parts sorted at once where their groups fit the block; else one sort of the whole
     // pool once no level can make them fit (the entries above only grow) or none is left.
     const bool split = group_width(d.above) + group_width(d.eq) <= kThreads;
@@ -161,11 +156,11 @@ __device__ void select_short(const float* row, int n, int k, int32_t* out, Short
       uint32_t take[2] = {0, 0};  // above the prefix, sharing it
 #pragma unroll
       for (int e = 0; e < E; ++e) {
-        if (!key[e] || !in_parent(key[e])) continue;
-        const uint32_t p = key[e] >> sh;
+        if (!key[e] || !lv.in_parent(key[e])) continue;
+        const uint32_t p = lv.digit(key[e]);
         if (p >= d.prefix) take[p == d.prefix] |= 1u << e;
       }
-      push_parts(key, take, s, &pushed[0], d.above, &pushed[1]);
+      push_parts(key, take, s, &pushed, d.above);
       __syncthreads();  // both parts are complete; the histogram is read no more
       if (split)
         sort_parts(s, d.above, d.eq, d.k_eff, out);
@@ -185,10 +180,10 @@ __device__ void select_short(const float* row, int n, int k, int32_t* out, Short
         const bool equal = key[e] == t_key;
         int total;
         const int rank = taken + block_exclusive_scan(equal, s.warp_sum, &total);
-        if ((key[e] > t_key && in_parent(key[e])) || (equal && rank < quota)) take[0] |= 1u << e;
+        if ((key[e] > t_key && lv.in_parent(key[e])) || (equal && rank < quota)) take[0] |= 1u << e;
         taken += total;
       }
-      push_parts(key, take, s, &pushed[0], 0, &pushed[1]);
+      push_parts(key, take, s, &pushed, 0);
       __syncthreads();  // the k_eff entries are in the pool; the histogram is read no more
       sort_and_write<1>(s.pool, s.spare, d.k_eff, k, d.k_eff, out);
       return;
@@ -200,14 +195,14 @@ __device__ void select_short(const float* row, int n, int k, int32_t* out, Short
     uint32_t take[2] = {0, 0};
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      if (!key[e] || !in_parent(key[e])) continue;
-      const uint32_t p = key[e] >> sh;
+      if (!key[e] || !lv.in_parent(key[e])) continue;
+      const uint32_t p = lv.digit(key[e]);
       if (p > d.prefix)
         take[0] |= 1u << e;
       else if (p == d.prefix)
         atomicAdd(&s.hist[(key[e] >> next_sh) & 1023u], 1u);
     }
-    push_parts(key, take, s, &pushed[0], 0, &pushed[1]);
+    push_parts(key, take, s, &pushed, 0);
     __syncthreads();
     resolve(s.hist, level + 1, k, d, s);
   }
