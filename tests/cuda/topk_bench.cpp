@@ -21,7 +21,6 @@ namespace {
 constexpr size_t kArena = size_t{64} << 20;  // floats (256 MB)
 constexpr int kWarmup = 10;
 constexpr int kK = 512;
-constexpr int kVariants = 6;
 
 struct Stats {
   double med = 0, min = 0, max = 0;  // microseconds
@@ -110,12 +109,8 @@ Stats time_launches(int version, int cluster, int rows, int n, const float* aren
 
 struct Row {
   int rows, n, auto_cluster;
-  Stats cold[kVariants], hot[kVariants];
+  Stats cold[kNumTopKVariants], hot[kNumTopKVariants];  // kTopKVariants' order
 };
-
-// v1, v2 (own choice), v2 at 2, 4, 8 blocks, v3
-constexpr int kVersion[kVariants] = {1, 2, 2, 2, 2, 3};
-constexpr int kCluster[kVariants] = {0, 0, 2, 4, 8, 0};
 
 double gbps(const Row& r, double us) { return 4.0 * r.rows * r.n / (us * 1e3); }
 
@@ -126,8 +121,8 @@ int run_topk_bench(int launches) {
   DeviceBuffer<float> arena(kArena);
   DeviceBuffer<int32_t> out(8 * kK);
   CUDA_OK(cudaMemcpy(arena.get(), host.data(), kArena * sizeof(float), cudaMemcpyHostToDevice));
-  for (int v = 0; v < kVariants; ++v)  // first launches: module load, device setup
-    CUDA_OK(frank::cuda::topk(kVersion[v], arena.get(), 8, 1 << 20, kK, out.get(), nullptr, kCluster[v]));
+  for (const Variant& v : kTopKVariants)  // first launches: module load, device setup
+    CUDA_OK(frank::cuda::topk(v.version, arena.get(), 8, 1 << 20, kK, out.get(), nullptr, v.cluster));
   CUDA_OK(cudaDeviceSynchronize());
 
   std::vector<Row> table;
@@ -135,10 +130,11 @@ int run_topk_bench(int launches) {
   for (int rows : {1, 2, 4, 8})
     for (int n : {1 << 10, 1 << 12, 1 << 13, 1 << 14, 1 << 16, 1 << 18, 1 << 20}) {
       Row r{rows, n, frank::cuda::topk_cluster_size(n), {}, {}};
-      for (int v = 0; v < kVariants; ++v) {
+      for (int v = 0; v < kNumTopKVariants; ++v) {
+        const Variant& var = kTopKVariants[v];
         bool g1, g2;
-        r.cold[v] = time_launches(kVersion[v], kCluster[v], rows, n, arena.get(), out.get(), true, launches, &g1);
-        r.hot[v] = time_launches(kVersion[v], kCluster[v], rows, n, arena.get(), out.get(), false, launches, &g2);
+        r.cold[v] = time_launches(var.version, var.cluster, rows, n, arena.get(), out.get(), true, launches, &g1);
+        r.hot[v] = time_launches(var.version, var.cluster, rows, n, arena.get(), out.get(), false, launches, &g2);
         graph = graph && g1 && g2;
       }
       table.push_back(r);

@@ -38,6 +38,17 @@ struct Case {
   uint64_t seed;
 };
 
+// The kernels the check compares and the benchmark times: version 2 at each forced cluster size
+// too, so that every split of a row is covered.
+struct Variant {
+  const char* name;
+  int version;
+  int cluster;  // version 2's blocks per row; 0 = its own choice
+};
+inline constexpr Variant kTopKVariants[] = {{"v1", 1, 0},     {"v2", 2, 0},     {"v2.c2", 2, 2},
+                                            {"v2.c4", 2, 4}, {"v2.c8", 2, 8}, {"v3", 3, 0}};
+inline constexpr int kNumTopKVariants = sizeof(kTopKVariants) / sizeof(kTopKVariants[0]);
+
 // rows * n scores of the case's distribution, from its seed.
 std::vector<float> make_scores(const Case& c);
 

@@ -23,16 +23,6 @@
 namespace frank_test {
 namespace {
 
-struct Variant {
-  const char* name;
-  int version;
-  int cluster;  // version 2's blocks per row; 0 = its own choice
-};
-// Version 2 at each forced cluster size too, so the check covers every split of a row.
-constexpr Variant kVariants[] = {{"v1", 1, 0},     {"v2", 2, 0},     {"v2.c2", 2, 2},
-                                 {"v2.c4", 2, 4}, {"v2.c8", 2, 8}, {"v3", 3, 0}};
-constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
-
 struct Tally {
   int pass = 0, fail = 0;
 };
@@ -64,7 +54,7 @@ void report_mismatch(const Case& c, const Variant& v, const std::vector<float>& 
   }
 }
 
-using Tallies = std::map<std::string, std::array<Tally, kNumVariants>>;
+using Tallies = std::map<std::string, std::array<Tally, kNumTopKVariants>>;
 
 // Runs every variant on the case's scores; tallies one pass or fail per variant.
 void check_scores(const Case& c, const std::vector<float>& scores, Tallies& tally) {
@@ -73,11 +63,11 @@ void check_scores(const Case& c, const std::vector<float>& scores, Tallies& tall
   DeviceBuffer<int32_t> d_out(want.size());
   CUDA_OK(cudaMemcpy(d_scores.get(), scores.data(), scores.size() * sizeof(float), cudaMemcpyHostToDevice));
   std::vector<int32_t> got(want.size());
-  for (int v = 0; v < kNumVariants; ++v) {
+  for (int v = 0; v < kNumTopKVariants; ++v) {
     // Poison the output, so an unwritten slot cannot pass.
     CUDA_OK(cudaMemset(d_out.get(), 0x7f, want.size() * sizeof(int32_t)));
-    CUDA_OK(frank::cuda::topk(kVariants[v].version, d_scores.get(), c.rows, c.n, c.k, d_out.get(), nullptr,
-                              kVariants[v].cluster));
+    CUDA_OK(frank::cuda::topk(kTopKVariants[v].version, d_scores.get(), c.rows, c.n, c.k, d_out.get(), nullptr,
+                              kTopKVariants[v].cluster));
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(got.data(), d_out.get(), got.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
@@ -86,7 +76,7 @@ void check_scores(const Case& c, const std::vector<float>& scores, Tallies& tall
       ++t.pass;
     } else {
       ++t.fail;
-      report_mismatch(c, kVariants[v], scores, got, want);
+      report_mismatch(c, kTopKVariants[v], scores, got, want);
     }
   }
 }
@@ -94,17 +84,18 @@ void check_scores(const Case& c, const std::vector<float>& scores, Tallies& tall
 int print_tally(const Tallies& tally, size_t cases) {
   int failed = 0;
   std::printf("%-8s", "group");
-  for (const Variant& v : kVariants) std::printf(" %14s", v.name);
+  for (const Variant& v : kTopKVariants) std::printf(" %14s", v.name);
   std::printf("   (cases passed/failed)\n");
   for (const auto& [group, t] : tally) {
     std::printf("%-8s", group.c_str());
-    for (int v = 0; v < kNumVariants; ++v) {
+    for (int v = 0; v < kNumTopKVariants; ++v) {
       std::printf(" %8d PASS %d", t[v].pass, t[v].fail);
       failed += t[v].fail;
     }
     std::printf("\n");
   }
-  std::printf("%s: %zu cases x %d variants, %d mismatches\n", failed ? "FAIL" : "PASS", cases, kNumVariants, failed);
+  std::printf("%s: %zu cases x %d variants, %d mismatches\n", failed ? "FAIL" : "PASS", cases, kNumTopKVariants,
+              failed);
   return failed ? 1 : 0;
 }
 
