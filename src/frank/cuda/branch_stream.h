@@ -1,7 +1,7 @@
 #pragma once
 // BranchStream: a second stream that a step forks onto and joins back from, so that two chains of
 // kernels that do not depend on each other run at the same time: V4's attention chains and shared
-// expert (CudaOps::set_branch) and V4.1's mHC overlap (CudaV41Ops::set_mhc_overlap). Captured into a
+// expert (CudaOps::set_branches) and V4.1's mHC overlap (CudaV41Ops::set_mhc_overlap). Captured into a
 // graph, the fork and the join become its edges: the replayed step holds two branches there.
 // The branch stream has the device's greatest priority, and kernels launched on it carry that
 // priority into captured graphs (launch.cuh): the branch's latency-bound chains get the

@@ -179,7 +179,7 @@ CudaOps CudaModel::step_ops(DeviceSession& s, int64_t end_bound, CallOutputs out
   if (outputs.record) ops.record_calls(kGraphTokens);
   ops.replay_routing(model_.weights());
   for (size_t l = 0; l < s.layers.size(); ++l) ops.prepare(s.layers[l], model_.attention()[l]);
-  ops.set_branch(&branch_);
+  ops.set_branches(branches_);
   return ops;
 }
 

@@ -13,6 +13,7 @@
 // (cpu_experts.h), and the launcher tells the worker how many hand-overs each launch brings.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -120,8 +121,8 @@ class CudaModel {
   size_t weight_bytes() const { return weights_.bytes(); }
   DeviceWeights& device_weights() { return weights_; }
   cudaStream_t stream() const { return stream_; }
-  // The second stream a captured step forks onto (CudaOps::set_branch).
-  const BranchStream& branch() const { return branch_; }
+  // The streams a captured step forks onto (CudaOps::set_branches).
+  std::span<const BranchStream> branches() const { return branches_; }
   const std::vector<StepTime>& step_times() const { return step_times_; }
   // Later calls route to the experts `replay` gives them (engine/routing_replay.h; null: the router
   // chooses). Each call takes its tokens' experts and uploads them with its ids, before its kernels.
@@ -156,7 +157,8 @@ class CudaModel {
 
   const engine::Model& model_;
   cudaStream_t stream_ = nullptr;
-  BranchStream branch_;
+  // Attention's side chain and, inside it, the indexer's compressor push (attention_forward.h).
+  std::array<BranchStream, 2> branches_;
   DeviceWeights weights_;
   GraphPolicy graphs_;
   bool warm_ = false;  // an eager call has run: every weight is in device memory, nothing to upload

@@ -388,15 +388,16 @@ CudaOps::Array CudaOps::moe_forward(const model::CommonConfig& c, const model::M
   // while they run; the routed experts' pass adds its sum to the shared expert's output, its down
   // kernel after the branch. Issued in order on one stream, the split would cost two more kernels
   // than the one pass of moe_experts (~6 us a layer on an H200): without a branch, that pass.
-  const bool shared_apart = branch_ != nullptr && cpu_layer < 0 && tables.type != WeightType::Exl3;
+  const BranchStream* branch = branches_.empty() ? nullptr : &branches_.front();
+  const bool shared_apart = branch != nullptr && cpu_layer < 0 && tables.type != WeightType::Exl3;
   Array shared_hidden;
   if (shared_apart) {
     shared_hidden = Array({moe_hidden_floats(n, 0, D, I, tables)}, stream_);
-    branch_->fork(stream_);
+    branch->fork(stream_);
     check(moe_shared_expert(x.data(), n, D, I, E, tables, c.swiglu_limit, 2, shared_hidden.data(), out.data(),
-                            branch_->stream()),
+                            branch->stream()),
           "moe (shared expert)");
-    branch_->finish();
+    branch->finish();
   }
   const Array logits = linear(x, w.router);
   // Routing replay: this layer's slice of the step's forced experts (the MTP block's layer has none).
@@ -409,7 +410,7 @@ CudaOps::Array CudaOps::moe_forward(const model::CommonConfig& c, const model::M
         "moe (route)");
   if (shared_apart) {
     check(moe_routed_experts(x.data(), n, D, I, experts.data(), weights.data(), k, E, tables, c.swiglu_limit,
-                             branch_->finished_event(), hidden.data(), out.data(), stream_),
+                             branch->finished_event(), hidden.data(), out.data(), stream_),
           "moe (routed experts)");
   } else {
     // Experts split by a plan (cpu_experts.h): the host's worker gets the routing while the GPU runs

@@ -101,30 +101,34 @@ class CudaOps {
   // they are dropped). prepare() then allocates the record too.
   void record_calls(int64_t tokens) { record_tokens_ = tokens; }
 
-  // Later concurrently() calls run their side chain on `branch` (null: in order on the stream), and
-  // moe() its shared expert. Only for steps whose session state prepare() has allocated up to the
-  // bound (CudaModel's steps): an op on the branch stream must not allocate state that later
-  // steps use on this one.
-  void set_branch(const BranchStream* branch) { branch_ = branch; }
+  // Later concurrently() calls run their side chain on branches[0] (none: in order on the stream),
+  // a concurrently() inside that side chain its own on branches[1], and so on (one inside the main
+  // chain would use branches[0] again: correct, but in order with the side chain); moe() runs its
+  // shared expert on branches[0]. Only for steps whose session state prepare() has allocated up to the
+  // bound (CudaModel's steps): an op on a branch stream must not allocate state that later steps
+  // use on this one. The streams must outlive the ops.
+  void set_branches(std::span<const BranchStream> branches) { branches_ = branches; }
 
-  // `main` on this stream and `side` beside it on the branch stream, both given these ops (side: a
-  // copy that issues to the branch stream), then joined; without a branch, main then side in order.
-  // side's result (the indexer's selection) is freed on this stream afterwards. Arrays side
-  // allocates itself die inside it or are that result; arrays of this stream that side uses must
-  // outlive the call (their free on this stream would not wait for the branch's kernels).
+  // `main` on this stream and `side` beside it on the next branch stream, both given these ops
+  // (side: a copy that issues to the branch stream, with the branches after it), then joined;
+  // without a branch, main then side in order. side's result (the indexer's selection) is freed on
+  // this stream afterwards. Arrays side allocates itself die inside it or are that result; arrays
+  // of this stream that side uses must outlive the call (their free on this stream would not wait
+  // for the branch's kernels).
   template <class Side, class Main>
   Selection concurrently(Side&& side, Main&& main) {
-    if (branch_ == nullptr) {
+    if (branches_.empty()) {
       main(*this);
       return side(*this);
     }
-    branch_->fork(stream_);
+    const BranchStream& branch = branches_.front();
+    branch.fork(stream_);
     CudaOps beside = *this;
-    beside.stream_ = branch_->stream();
-    beside.branch_ = nullptr;
+    beside.stream_ = branch.stream();
+    beside.branches_ = branches_.subspan(1);
     Selection selected = side(beside);
     main(*this);
-    branch_->join(stream_);
+    branch.join(stream_);
     selected.follow_stream(stream_);
     return selected;
   }
@@ -198,7 +202,7 @@ class CudaOps {
   int64_t record_tokens_ = 0;
   OpProfile* profile_ = nullptr;
   const model::ModelWeights* forced_model_ = nullptr;
-  const BranchStream* branch_ = nullptr;
+  std::span<const BranchStream> branches_;
 };
 
 }  // namespace frank::cuda

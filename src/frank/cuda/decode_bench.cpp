@@ -210,7 +210,7 @@ void run_decode_bench(const DecodeBenchOptions& o, std::ostream& out) {
     check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     {
       CudaOps captured(gpu.device_weights(), stream, at, nullptr, /*keep_routing=*/false);
-      if (!o.one_stream) captured.set_branch(&gpu.branch());  // the warm-up step allocated the state
+      if (!o.one_stream) captured.set_branches(gpu.branches());  // the warm-up step allocated the state
       CudaOps::Array logits = step(captured, [&](int l) {
         if (marked)
           check(cudaEventRecordWithFlags(events[static_cast<size_t>(l)], stream, cudaEventRecordExternal), "event");

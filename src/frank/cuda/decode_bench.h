@@ -37,7 +37,7 @@ struct DecodeBenchOptions {
   KvFormat kv = KvFormat::F32;  // how the session stores K=V rows; not fp32: also the KL of one step against fp32 rows
   bool same_experts = false;    // every layer hash-routed and every token the same id: all tokens pick the same experts
   uint64_t seed = 1;
-  // The step's independent chains (CudaOps::set_branch: attention's, the shared expert) issued in
+  // The step's independent chains (CudaOps::set_branches: attention's, the shared expert) issued in
   // order on one stream instead of as two graph branches: what the branches save.
   bool one_stream = false;
   bool per_op = false;          // also time every op of eagerly issued steps (where the time goes)

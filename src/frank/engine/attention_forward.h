@@ -64,10 +64,19 @@ typename Ops::Array attention_forward(Ops& ops, const Attention& a, const typena
           kv_path(o);
           return {};
         }
-        o.compress(state.indexer, *a.index_compressor(), index_kv, index_gate, start);
-        Array index_q = o.linear(q_residual, ix->q_b_proj);
-        o.rope(index_q, c.index_n_heads, c.index_head_dim, start, a.rope(), /*inverse=*/false);
-        o.scale(index_w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.index_n_heads))));
+        // Inside it, the indexer's keys (its compressor's push) and its queries are two chains again,
+        // meeting at the scores (on a GPU: a second branch; its chain was the layer's longer one).
+        Array index_q;
+        o.concurrently(
+            [&](Ops& p) -> typename Ops::Selection {
+              p.compress(state.indexer, *a.index_compressor(), index_kv, index_gate, start);
+              return {};
+            },
+            [&](Ops& p) {
+              index_q = p.linear(q_residual, ix->q_b_proj);
+              p.rope(index_q, c.index_n_heads, c.index_head_dim, start, a.rope(), /*inverse=*/false);
+              p.scale(index_w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.index_n_heads))));
+            });
         return o.index_select(index_q, index_w, state.indexer, *a.index_compressor(), start, c.index_topk);
       },
       [&](Ops& o) {
