@@ -64,18 +64,19 @@ typename Ops::Array attention_forward(Ops& ops, const Attention& a, const typena
           kv_path(o);
           return {};
         }
-        // Inside it, the indexer's keys (its compressor's push) and its queries are two chains again,
-        // meeting at the scores (on a GPU: a second branch; its chain was the layer's longer one).
+        // Inside it, the indexer's keys (its compressor's push; the head weights' scale rides along)
+        // and its queries are two chains again, meeting at the scores (on a GPU: a second branch;
+        // this chain was the layer's longer one, and the queries' is the longer of the two).
         Array index_q;
         o.concurrently(
             [&](Ops& p) -> typename Ops::Selection {
               p.compress(state.indexer, *a.index_compressor(), index_kv, index_gate, start);
+              p.scale(index_w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.index_n_heads))));
               return {};
             },
             [&](Ops& p) {
               index_q = p.linear(q_residual, ix->q_b_proj);
               p.rope(index_q, c.index_n_heads, c.index_head_dim, start, a.rope(), /*inverse=*/false);
-              p.scale(index_w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.index_n_heads))));
             });
         return o.index_select(index_q, index_w, state.indexer, *a.index_compressor(), start, c.index_topk);
       },
