@@ -105,9 +105,11 @@ std::vector<float> make_scores(const Case& c) {
 std::vector<Case> edge_cases(uint64_t seed) {
   // Lengths: tiny and shorter than k; the longest row gathered whole (1,024) and one past it; the
   // pool (4,096) and one past it; odd lengths, so rows after the first start off 16-byte
-  // alignment; past a block's shared-memory cache (32,768) and the sampling threshold (16,384),
-  // alone and split 2/4/8 ways.
-  static constexpr int kLengths[] = {0, 1, 7, 300, 1024, 1025, 4096, 4097, 20001, 70001, 300007};
+  // alignment; version 3's keys-a-thread steps (8,192 and 12,288; 8,320 is a 32K context's CSA
+  // row) and its longest row (16,384) and one past each; past a block's shared-memory cache
+  // (32,768) and the sampling threshold (16,384), alone and split 2/4/8 ways.
+  static constexpr int kLengths[] = {0,     1,     7,     300,   1024,  1025,  4096,  4097,  8192,
+                                     8193,  8320,  12288, 12289, 16384, 16385, 20001, 70001, 300007};
   static constexpr int kKs[] = {1, 512, 1024};
   std::vector<Case> out;
   for (Dist d : kAllDists)
