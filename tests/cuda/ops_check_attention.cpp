@@ -174,10 +174,12 @@ struct AttendCase {
   std::vector<int> chunks;
 };
 
-// Runs the case's chunks in order through attend (then window_store, as a layer does) with K=V rows
-// stored in format f, and compares every output with attend_with_sink over the key list the
-// contract defines, the keys being the CPU encoder's records decoded (the same values the kernel
-// must dequantise, so the tolerance is fp32 accumulation's whatever the format), then RoPE undone.
+// Runs the case's chunks in order through attend, which then stores the chunk's rows into the ring
+// (RingStore, as a layer does), with K=V rows stored in format f, and compares every output with
+// attend_with_sink over the key list the contract defines, the keys being the CPU encoder's records
+// decoded (the same values the kernel must dequantise, so the tolerance is fp32 accumulation's
+// whatever the format), then RoPE undone; and the ring after each chunk with the CPU encoder's
+// records, bit for bit.
 int check_attend(std::mt19937_64& rng, const AttendCase& c, KvFormat f) {
   const int H = c.H, hd = c.hd, W = c.W;
   const KvRowLayout l = kv_row_layout(f, hd, c.rope_dims);
@@ -209,7 +211,7 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c, KvFormat f) {
   put(d_sinks, sinks);
   put(d_inv_freq, rope.inv_freq());
 
-  double err = 0.0;
+  double err = 0.0, ring_err = 0.0;
   int64_t start = c.first;
   DevicePosition position;
   for (int n : c.chunks) {
@@ -244,9 +246,12 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c, KvFormat f) {
     const int64_t* at = position.at(start);
     CUDA_OK(frank::cuda::attend(d_q.get(), n, H, l, d_ring.get(), W, d_chunk_rows.get(), at, d_entries.get(), c.ratio,
                                 c.k_sel > 0 ? d_sel.get() : nullptr, c.k_sel, d_sinks.get(), scale,
-                                d_inv_freq.get(), pairs, d_out.get(), d_scratch.get(), nullptr));
-    CUDA_OK(frank::cuda::window_store(d_ring.get(), W, l, d_kv.get(), n, at, nullptr));
+                                d_inv_freq.get(), pairs, d_out.get(), d_scratch.get(), nullptr,
+                                {d_ring.get(), d_kv.get()}));
     const auto got = get(d_out.get(), q.size());
+    for (int64_t p = std::max(start, start + n - W); p < start + n; ++p)
+      std::copy_n(record(p), rb, ring.begin() + (p % W) * static_cast<int64_t>(rb));
+    ring_err = std::max(ring_err, differing_bytes(get(d_ring.get(), ring.size()), ring));
 
     std::vector<float> want(q.size());
     for (int t = 0; t < n; ++t) {
@@ -267,7 +272,8 @@ int check_attend(std::mt19937_64& rng, const AttendCase& c, KvFormat f) {
     err = std::max(err, max_scaled_error(got, want));
     start += n;
   }
-  return report("attend", named(c.what, f).c_str(), err, kTol);
+  return report("attend", named(c.what, f).c_str(), err, kTol) +
+         report("attend", (named(c.what, f) + " ring bytes differing").c_str(), ring_err, 0.0);  // bit for bit
 }
 
 // ---- compress_chunk -------------------------------------------------------------------------
@@ -443,6 +449,9 @@ int check_bad_arguments() {
   ok &= attend_one(l8, 1) == bad;    // a RoPE pair split over two float4s
   // A decode token of 64 heads takes several splits, which need scratch.
   ok &= frank::cuda::attend(p, 1, 64, l512, u, 128, u, at, u, 0, nullptr, 0, p, 1.f, p, 32, p, nullptr, nullptr) == bad;
+  // The ring attend stores into must be the one it reads, and rows must be given.
+  ok &= frank::cuda::attend(p, 1, 1, l8, u, 4, u, at, u, 0, nullptr, 0, p, 1.f, p, 0, p, p, nullptr, {u + 64, p}) == bad;
+  ok &= frank::cuda::attend(p, 1, 1, l8, u, 4, u, at, u, 0, nullptr, 0, p, 1.f, p, 0, p, p, nullptr, {u, nullptr}) == bad;
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 0, 8, true, p, p, 1e-6f, p, 2, l8, nullptr) == bad;  // ratio 0
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 4, 8, true, p, p, 1e-6f, p, 5, l8, nullptr) == bad;  // 2*pairs > dim
   ok &= frank::cuda::compress_chunk(b, p, p, 1, at, 4, 8, true, p, p, 1e-6f, p, 1, l8, nullptr) == bad;  // layout's RoPE dims

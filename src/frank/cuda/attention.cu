@@ -20,6 +20,7 @@
 // of the block sees the ring's rows of the W positions before the block and all of the block's
 // rows, so its keys are the window keys of the block's last row with their first one moved back to
 // W before the block's start (AttendArgs::block_rows).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -39,15 +40,21 @@ constexpr int kMaxSplits = 16;
 constexpr int kTargetBlocks = 2 * 132;       // about two blocks per SM of an H200
 constexpr int kMergeThreads = kMaxHeadDim / 4;
 
-// One block per row: row `first + blockIdx.x` of `rows` [*, dim] fp32 is encoded into
-// records[slot(row)], slot(t) = (*start_at + t) % W for the ring, t for a plain array (W = 0).
+// Row t of `rows` [*, dim] fp32 encoded into records[slot(t)], slot(t) = (*start_at + t) % W for
+// the ring, t for a plain array (W = 0). Every thread of the block calls it.
+template <KvFormat F>
+__device__ void store_row(uint8_t* records, int W, const KvRowLayout& l, const float* rows, int t,
+                          const int64_t* start_at) {
+  const int64_t slot = W > 0 ? (*start_at + t) % W : t;
+  store_kv_row<F>(rows + static_cast<int64_t>(t) * l.dim, records + slot * l.row_bytes, l);
+}
+
+// One block per row: row `first + blockIdx.x`.
 template <KvFormat F>
 __global__ void store_rows_kernel(uint8_t* records, int W, KvRowLayout l, const float* rows, int first,
                                   const int64_t* start_at) {
   follow_previous_kernel();
-  const int t = first + blockIdx.x;
-  const int64_t slot = W > 0 ? (*start_at + t) % W : t;
-  store_kv_row<F>(rows + static_cast<int64_t>(t) * l.dim, records + slot * l.row_bytes, l);
+  store_row<F>(records, W, l, rows, first + static_cast<int>(blockIdx.x), start_at);
 }
 
 // The keys of token t: j < n_window are the window positions lo, lo+1, .., pos; after them the
@@ -104,6 +111,10 @@ struct AttendArgs {
   float* part_acc;  // splits > 1: [(t*H + h)*splits + s][hd]
   float* part_ml;   // splits > 1: [(t*H + h)*splits + s][2]: m, l
   int block_rows;   // 0: each token's causal window; else DSpark's block of that many rows (attend_block)
+  // The ring's store after the keys are read (RingStore): rows [store_first, + store_count).
+  uint8_t* store_ring;
+  const float* store_rows;
+  int store_first, store_count;
 };
 
 __device__ float4 axpby(float4 x, float a, float4 y, float b) {
@@ -306,6 +317,9 @@ struct SplitStates {  // one (token, head)'s split states in scratch
 };
 
 // One block per (token, head): the splits' states with the sink, one float4 column per thread.
+// Then the first store_count blocks store the ring's rows: every key was read by attend_kernel,
+// which this kernel follows, so no token still needs the rows they overwrite.
+template <KvFormat F>
 __global__ void __launch_bounds__(kMergeThreads) merge_kernel(AttendArgs a) {
   follow_previous_kernel();
   const int64_t th = blockIdx.x;
@@ -317,6 +331,8 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(AttendArgs a) {
     const float4 v = merge_states<kMaxSplits>(st, a.splits, c, true, a.sinks[h], mx, sum);
     store_normalised(a, th, c, v, sum);
   }
+  if (th < a.store_count)
+    store_row<F>(a.store_ring, a.W, a.layout, a.store_rows, a.store_first + static_cast<int>(th), a.start_at);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -361,6 +377,7 @@ namespace {
 
 // Launches attend_kernel (and merge_kernel) over a's n tokens, after checking what attend and
 // attend_block share (the caller checked the rest); a's split and scratch fields are filled in here.
+// The ring's store (a's store_* fields) is the merge's, else a launch of its own after attend_kernel.
 cudaError_t launch_attend(AttendArgs a, int n, float* scratch, cudaStream_t stream) {
   // Whole float4s per head row, at most kMaxHeadDim; rows 16-byte aligned at their start.
   if (!servable(a.layout) || !aligned16(a.q) || !aligned16(a.out) || !aligned16(a.ring) || !aligned16(a.chunk_rows))
@@ -380,15 +397,19 @@ cudaError_t launch_attend(AttendArgs a, int n, float* scratch, cudaStream_t stre
   a.part_ml = a.splits > 1 ? scratch + parts * hd : nullptr;
   const int G = heads_per_warp(a.H);
   const dim3 grid(static_cast<unsigned>(parts / G));
-  const cudaError_t e = with_kv_format(a.layout.format, [&](auto format) {
+  return with_kv_format(a.layout.format, [&](auto format) {
     constexpr KvFormat F = decltype(format)::value;
-    return G == 4   ? launch_dependent(attend_kernel<F, 4>, grid, dim3(kWarps * 32), 0, stream, a)
-           : G == 2 ? launch_dependent(attend_kernel<F, 2>, grid, dim3(kWarps * 32), 0, stream, a)
-                    : launch_dependent(attend_kernel<F, 1>, grid, dim3(kWarps * 32), 0, stream, a);
+    const cudaError_t e = G == 4   ? launch_dependent(attend_kernel<F, 4>, grid, dim3(kWarps * 32), 0, stream, a)
+                          : G == 2 ? launch_dependent(attend_kernel<F, 2>, grid, dim3(kWarps * 32), 0, stream, a)
+                                   : launch_dependent(attend_kernel<F, 1>, grid, dim3(kWarps * 32), 0, stream, a);
+    if (e) return e;
+    if (a.splits > 1)  // n * H >= store_count blocks
+      return launch_dependent(merge_kernel<F>, dim3(static_cast<unsigned>(int64_t{n} * a.H)), dim3(kMergeThreads), 0,
+                              stream, a);
+    return a.store_count > 0 ? store_rows(a.store_ring, a.W, a.layout, a.store_rows, a.store_first, a.store_count,
+                                          a.start_at, stream)
+                             : cudaSuccess;
   });
-  if (e || a.splits == 1) return e;
-  return launch_dependent(merge_kernel, dim3(static_cast<unsigned>(int64_t{n} * a.H)), dim3(kMergeThreads), 0, stream,
-                          a);
 }
 
 }  // namespace
@@ -396,12 +417,15 @@ cudaError_t launch_attend(AttendArgs a, int n, float* scratch, cudaStream_t stre
 cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
                    const uint8_t* chunk_rows, const int64_t* start, const uint8_t* entries, int compress_ratio,
                    const int32_t* selected, int k_sel, const float* sinks, float scale, const float* inv_freq,
-                   int pairs, float* out, float* scratch, cudaStream_t stream) {
+                   int pairs, float* out, float* scratch, cudaStream_t stream, RingStore store) {
   if (!q || !ring || !chunk_rows || !start || !sinks || !out || n < 0 || H < 1 || W < 1 || compress_ratio < 0)
     return cudaErrorInvalidValue;
   if (compress_ratio > 0 && (!entries || !aligned16(entries) || (selected && k_sel < 0))) return cudaErrorInvalidValue;
+  if (store.ring && (store.ring != ring || !store.rows)) return cudaErrorInvalidValue;
+  const int kept = store.ring ? std::min(n, W) : 0;  // window_store's rows
   return launch_attend({q, H, layout.dim, layout, ring, W, chunk_rows, start, entries, compress_ratio, selected, k_sel,
-                        sinks, scale, inv_freq, pairs, out, 0, nullptr, nullptr, 0},
+                        sinks, scale, inv_freq, pairs, out, 0, nullptr, nullptr, 0, store.ring, store.rows, n - kept,
+                        kept},
                        n, scratch, stream);
 }
 
@@ -410,7 +434,7 @@ cudaError_t attend_block(const float* q, int n, int H, const KvRowLayout& layout
                          const float* inv_freq, int pairs, float* out, float* scratch, cudaStream_t stream) {
   if (!q || !ring || !block_rows || !start || !sinks || !out || n < 0 || H < 1 || W < 1) return cudaErrorInvalidValue;
   return launch_attend({q, H, layout.dim, layout, ring, W, block_rows, start, nullptr, 0, nullptr, 0, sinks, scale,
-                        inv_freq, pairs, out, 0, nullptr, nullptr, n},
+                        inv_freq, pairs, out, 0, nullptr, nullptr, n, nullptr, nullptr, 0, 0},
                        n, scratch, stream);
 }
 

@@ -319,7 +319,7 @@ CudaOps::Selection CudaOps::index_select(const Array& q, const Array& w, const D
   return selected;
 }
 
-CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, const LayerState& state, const engine::Attention& a,
+CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, LayerState& state, const engine::Attention& a,
                                int64_t start, const Selection* selected) const {
   const ScopedOp timed(profile_, "attend", stream_);
   const model::ModelConfig& c = a.config();
@@ -348,16 +348,9 @@ CudaOps::Array CudaOps::attend(const Array& q, const Array& kv, const LayerState
                      selected != nullptr ? selected->data() : nullptr,
                      selected != nullptr ? static_cast<int>(selected->cols()) : 0, w_.tensor(a.weights().sinks), scale,
                      w_.inv_freq(a.rope()), static_cast<int>(a.rope().inv_freq().size()), out.data(), scratch.data(),
-                     stream_),
+                     stream_, {state.window.data(), kv.data()}),
         "attend");
   return out;
-}
-
-void CudaOps::window_store(LayerState& state, const Array& kv, int64_t, int window) const {
-  const ScopedOp timed(profile_, "window_store", stream_);
-  check(cuda::window_store(state.window.data(), window, state.kv, kv.data(), static_cast<int>(kv.rows()),
-                           position_.device, stream_),
-        "window_store");
 }
 
 CudaOps::Array CudaOps::moe(const model::ModelConfig& c, const model::MoeWeights& w, bool hash_layer, const Array& x,

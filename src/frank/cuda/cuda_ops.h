@@ -104,9 +104,9 @@ class CudaOps {
   // Later concurrently() calls run their side chain on branches[0] (none: in order on the stream),
   // a concurrently() inside that side chain its own on branches[1], and so on (one inside the main
   // chain would use branches[0] again: correct, but in order with the side chain); moe() runs its
-  // shared expert on branches[0]. Only for steps whose session state prepare() has allocated up to the
-  // bound (CudaModel's steps): an op on a branch stream must not allocate state that later steps
-  // use on this one. The streams must outlive the ops.
+  // shared expert on branches[0]. Only for steps whose session state prepare() has allocated up to
+  // the bound (CudaModel's steps): an op on a branch stream must not allocate state that later
+  // steps use on this one. The streams must outlive the ops.
   void set_branches(std::span<const BranchStream> branches) { branches_ = branches; }
 
   // `main` on this stream and `side` beside it on the next branch stream, both given these ops
@@ -172,9 +172,9 @@ class CudaOps {
                 int64_t start) const;
   Selection index_select(const Array& q, const Array& w, const DeviceCompressor& keys,
                          const engine::Compressor& compressor, int64_t start, int k) const;
-  Array attend(const Array& q, const Array& kv, const LayerState& state, const engine::Attention& a, int64_t start,
+  // The window ring's store is the attention's last kernel's (cuda::RingStore).
+  Array attend(const Array& q, const Array& kv, LayerState& state, const engine::Attention& a, int64_t start,
                const Selection* selected) const;
-  void window_store(LayerState& state, const Array& kv, int64_t start, int window) const;
   // Copies the call's projections into state.last_call when calls are recorded (record_calls).
   void keep_call_record(LayerState& state, Array comp_kv, Array comp_gate, Array index_kv, Array index_gate) const;
   // Pushes the first `keep` recorded tokens of the last call through the layer's compressors again

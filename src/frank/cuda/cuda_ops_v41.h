@@ -92,7 +92,6 @@ class CudaV41Ops : public CudaOps {
   using EngramRows = DeviceEngramRows;
   using Candidates = DeviceCandidates;
   using DSparkState = DeviceDSparkState;
-  using CudaOps::window_store;
 
   // Reindexing layers select inside the candidate blocks with the fused kernel
   // (select_entries_in_blocks) unless this is off: then a mask, then the plain selection (the two

@@ -158,10 +158,16 @@ cudaError_t window_store(uint8_t* ring, int W, const KvRowLayout& layout, const 
 // matter), then engine::RopeTable::apply inverse. `scratch` holds attend_scratch_floats(n, H, hd)
 // floats, 16-byte aligned (may be null when that is 0): a token's keys may be split over several
 // blocks whose partial softmax states meet there.
+// With `store` (its ring the ring read above), the ring then takes the chunk's rows as window_store
+// stores them (the same bytes), by the kernel that merges those states: no launch of its own.
+struct RingStore {
+  uint8_t* ring = nullptr;      // null: nothing stored
+  const float* rows = nullptr;  // the chunk's K=V rows [n, layout.dim] fp32
+};
 cudaError_t attend(const float* q, int n, int H, const KvRowLayout& layout, const uint8_t* ring, int W,
                    const uint8_t* chunk_rows, const int64_t* start, const uint8_t* entries, int compress_ratio,
                    const int32_t* selected, int k_sel, const float* sinks, float scale, const float* inv_freq,
-                   int pairs, float* out, float* scratch, cudaStream_t stream);
+                   int pairs, float* out, float* scratch, cudaStream_t stream, RingStore store = {});
 int64_t attend_scratch_floats(int n, int H, int hd);
 
 // A compressor's state on the device mirrors engine::CompressorState; what the host keeps there

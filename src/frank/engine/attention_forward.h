@@ -4,7 +4,8 @@
 // what each op must do). The stateful part is batched: the chunk's tokens are pushed through the
 // compressors first (entries are append-only, and token t sees entry w only when
 // w < (t+1)/ratio, so pushing first changes nothing), then every token attends to its window and
-// entries, then the window ring takes the chunk's rows.
+// entries, then the window ring takes the chunk's rows (one op: a GPU stores them in the kernel
+// that finishes the attention).
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -86,9 +87,9 @@ typename Ops::Array attention_forward(Ops& ops, const Attention& a, const typena
         if (ix) kv_path(o);
       });
 
-  // K=V carried RoPE into the values: attend undoes it at the query's position.
+  // K=V carried RoPE into the values: attend undoes it at the query's position. Then the window
+  // ring takes the chunk's rows.
   const Array heads = ops.attend(q, kv, state, a, start, ix ? &selected : nullptr);
-  ops.window_store(state, kv, start, c.sliding_window);
   ops.keep_call_record(state, std::move(comp_kv), std::move(comp_gate), std::move(index_kv), std::move(index_gate));
 
   // Heads are split into o_groups contiguous groups; group g goes through rows

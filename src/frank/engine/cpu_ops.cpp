@@ -190,11 +190,11 @@ Tensor attend_rows(const Tensor& q, const Tensor& kv, const std::vector<float>& 
 
 }  // namespace
 
-Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, const LayerState& state, const Attention& a, int64_t start,
+Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, LayerState& state, const Attention& a, int64_t start,
                       const Selection* selected) const {
   const int64_t hd = a.config().head_dim;
   const float* entries = state.compressor.entries.data();
-  return attend_rows(q, kv, state.window, start, a.config().sliding_window, a.weights().sinks, a.rope(),
+  Tensor heads = attend_rows(q, kv, state.window, start, a.config().sliding_window, a.weights().sinks, a.rope(),
                      [&](int64_t t, int64_t pos, std::vector<const float*>& keys) {
                        if (selected != nullptr) {
                          for (int64_t e : (*selected)[t]) keys.push_back(entries + e * hd);
@@ -203,6 +203,8 @@ Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, const LayerState& state
                            keys.push_back(entries + e * hd);
                        }
                      });
+  store_window_rows(state.window, kv, start, a.config().sliding_window);
+  return heads;
 }
 
 Tensor CpuOps::attend_v41(const Tensor& q, const Tensor& kv, const std::vector<float>& ring, int64_t start, int window,
@@ -228,10 +230,6 @@ void store_window_rows(std::vector<float>& ring, const Tensor& kv, int64_t start
   const int64_t n = kv.rows(), hd = kv.cols();
   for (int64_t t = std::max<int64_t>(0, n - window); t < n; ++t)
     std::copy_n(kv.row(t), hd, ring.begin() + ((start + t) % window) * hd);
-}
-
-void CpuOps::window_store(LayerState& state, const Tensor& kv, int64_t start, int window) const {
-  store_window_rows(state.window, kv, start, window);
 }
 
 void CpuOps::window_store(std::vector<float>& ring, const Tensor& kv, int64_t start, int window) const {

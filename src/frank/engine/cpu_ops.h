@@ -102,11 +102,10 @@ class CpuOps {
                          int64_t start, int k) const;
   // Attention with the sink over each token's window (earlier rows from the ring, the chunk's own
   // from kv) and compressed entries (HCA: all it sees; CSA: `selected`), then the K=V rows' RoPE
-  // undone at the query's position (rope inverse): [n, heads * head_dim].
-  Tensor attend(const Tensor& q, const Tensor& kv, const LayerState& state, const Attention& a, int64_t start,
+  // undone at the query's position (rope inverse): [n, heads * head_dim]. Then the window ring keeps
+  // the chunk's last rows.
+  Tensor attend(const Tensor& q, const Tensor& kv, LayerState& state, const Attention& a, int64_t start,
                 const Selection* selected) const;
-  // The window ring keeps the chunk's last rows.
-  void window_store(LayerState& state, const Tensor& kv, int64_t start, int window) const;
   // The compressors' raw projections of this call, for Model::rewind.
   void keep_call_record(LayerState& state, Tensor comp_kv, Tensor comp_gate, Tensor index_kv, Tensor index_gate) const;
   // The next moe() calls of `model`'s layers route to `forced`'s experts (routing_replay.h); both
