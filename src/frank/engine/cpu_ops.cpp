@@ -195,14 +195,14 @@ Tensor CpuOps::attend(const Tensor& q, const Tensor& kv, LayerState& state, cons
   const int64_t hd = a.config().head_dim;
   const float* entries = state.compressor.entries.data();
   Tensor heads = attend_rows(q, kv, state.window, start, a.config().sliding_window, a.weights().sinks, a.rope(),
-                     [&](int64_t t, int64_t pos, std::vector<const float*>& keys) {
-                       if (selected != nullptr) {
-                         for (int64_t e : (*selected)[t]) keys.push_back(entries + e * hd);
-                       } else if (a.compressor()) {
-                         for (int64_t e = 0; e < (pos + 1) / a.compressor()->ratio(); ++e)
-                           keys.push_back(entries + e * hd);
-                       }
-                     });
+                             [&](int64_t t, int64_t pos, std::vector<const float*>& keys) {
+                               if (selected != nullptr) {
+                                 for (int64_t e : (*selected)[t]) keys.push_back(entries + e * hd);
+                               } else if (a.compressor()) {
+                                 for (int64_t e = 0; e < (pos + 1) / a.compressor()->ratio(); ++e)
+                                   keys.push_back(entries + e * hd);
+                               }
+                             });
   store_window_rows(state.window, kv, start, a.config().sliding_window);
   return heads;
 }
